@@ -1,0 +1,21 @@
+# Runs one component by argument: `docker run IMAGE pds`, `... appview` or `... dev` (default).
+# Data lives in /app/data (mount a volume there and back it up). Task permissions limit writes
+# to ./data, so the image keeps the default DATA_DIR.
+FROM denoland/deno:2.9.6
+
+WORKDIR /app
+COPY deno.json deno.lock ./
+COPY shared/ shared/
+COPY pds/ pds/
+COPY appview/ appview/
+COPY scripts/ scripts/
+RUN deno install --frozen
+
+ENV PDS_HOSTNAME=0.0.0.0 \
+    APPVIEW_HOSTNAME=0.0.0.0
+RUN mkdir -p /app/data && chown deno:deno /app/data
+VOLUME ["/app/data"]
+EXPOSE 2583 3000
+USER deno
+ENTRYPOINT ["deno", "task"]
+CMD ["dev"]

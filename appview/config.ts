@@ -1,0 +1,133 @@
+/**
+ * Configuration of the index (DESIGN.md section 5, spec 5.3). The only module of the index that
+ * reads the environment: raw values in, a validated, frozen config out. A bad value fails at
+ * startup naming the variable.
+ *
+ * @module
+ */
+
+import { isLogLevel, type LogLevel } from "../shared/log.ts";
+
+/** Validated configuration of the index. */
+export interface AppviewConfig {
+  readonly dataDir: string;
+  readonly port: number;
+  readonly hostname: string;
+  /** Public address of the index, without a trailing slash. */
+  readonly publicUrl: string;
+  /** `did:web` service DID derived from {@link publicUrl} (spec 5.1). */
+  readonly serviceDid: string;
+  readonly dbPath: string;
+  /** Base address of the account host as seen by the index: internal wins over public. */
+  readonly pdsUrl: string;
+  /** WebSocket URL of the account host's `subscribeRepos`. */
+  readonly pdsStreamUrl: string;
+  readonly authRequired: boolean;
+  /** Allowed CORS origins; null when unset (every origin, with a warning). */
+  readonly corsOrigins: readonly string[] | null;
+  /** Shared secret of `POST /internal/ingest-commit`; null when unset (with a warning). */
+  readonly ingestSecret: string | null;
+  /** Jetstream `/subscribe` URL; null disables the public-stream consumer. */
+  readonly jetstreamUrl: string | null;
+  readonly plcUrl: string;
+  /** Lets outbound fetches reach private, loopback and link-local addresses (dev and tests). */
+  readonly allowPrivateFetch: boolean;
+  readonly logLevel: LogLevel;
+}
+
+/** Raised for an invalid environment value; the message names the variable. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Reads and validates the index configuration from `env` (e.g. `Deno.env.toObject()`). */
+export function loadAppviewConfig(env: Env): AppviewConfig {
+  const dataDir = nonEmpty(env, "DATA_DIR") ?? "./data";
+  const publicUrl = parseUrl(env, "APPVIEW_PUBLIC_URL", "http://localhost:3000");
+  const pdsPublic = parseUrl(env, "PDS_PUBLIC_URL", "http://localhost:2583");
+  const pdsInternal = nonEmpty(env, "PDS_INTERNAL_URL") === undefined
+    ? null
+    : parseUrl(env, "PDS_INTERNAL_URL", "");
+  const pdsUrl = pdsInternal ?? pdsPublic;
+  const jetstream = nonEmpty(env, "APPVIEW_JETSTREAM_URL");
+  const cors = nonEmpty(env, "APPVIEW_CORS_ORIGINS");
+  const logLevel = nonEmpty(env, "LOG_LEVEL") ?? "info";
+  if (!isLogLevel(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got ${logLevel}`);
+  }
+  return Object.freeze({
+    dataDir,
+    port: parsePort(env, "APPVIEW_PORT", 3000),
+    hostname: nonEmpty(env, "APPVIEW_HOSTNAME") ?? "127.0.0.1",
+    publicUrl,
+    serviceDid: serviceDidFromUrl(publicUrl),
+    dbPath: nonEmpty(env, "APPVIEW_DB_PATH") ?? `${dataDir}/appview.sqlite`,
+    pdsUrl,
+    pdsStreamUrl: `${pdsUrl.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`,
+    authRequired: parseBool(env, "APPVIEW_AUTH_REQUIRED", true),
+    corsOrigins: cors === undefined
+      ? null
+      : Object.freeze(cors.split(",").map((o) => o.trim()).filter((o) => o !== "")),
+    ingestSecret: nonEmpty(env, "APPVIEW_INGEST_SECRET") ?? null,
+    jetstreamUrl: jetstream === undefined ? null : parseWsUrl("APPVIEW_JETSTREAM_URL", jetstream),
+    plcUrl: parseUrl(env, "APPVIEW_PLC_URL", "https://plc.directory"),
+    allowPrivateFetch: parseBool(env, "APPVIEW_ALLOW_PRIVATE_FETCH", false),
+    logLevel,
+  });
+}
+
+/**
+ * The `did:web` service DID of a public URL (spec 5.1): host, and the port with its colon
+ * encoded as `%3A` when the URL names one.
+ */
+export function serviceDidFromUrl(url: string): string {
+  const u = new URL(url);
+  return u.port === "" ? `did:web:${u.hostname}` : `did:web:${u.hostname}%3A${u.port}`;
+}
+
+function nonEmpty(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === "" ? undefined : value;
+}
+
+function parseUrl(env: Env, name: string, fallback: string): string {
+  const raw = nonEmpty(env, name) ?? fallback;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be an http(s) URL, got ${raw}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new ConfigError(`${name} must be an http(s) URL, got ${raw}`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+function parseWsUrl(name: string, raw: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.protocol === "ws:" || url.protocol === "wss:") return raw;
+  } catch { /* reported below */ }
+  throw new ConfigError(`${name} must be a ws(s) URL, got ${raw}`);
+}
+
+function parsePort(env: Env, name: string, fallback: number): number {
+  const raw = nonEmpty(env, name);
+  if (raw === undefined) return fallback;
+  const port = Number(raw);
+  if (!/^\d+$/.test(raw) || port > 65535) {
+    throw new ConfigError(`${name} must be a port number from 0 to 65535, got ${raw}`);
+  }
+  return port;
+}
+
+function parseBool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = nonEmpty(env, name)?.toLowerCase();
+  if (raw === undefined) return fallback;
+  if (raw === "true" || raw === "1" || raw === "yes") return true;
+  if (raw === "false" || raw === "0" || raw === "no") return false;
+  throw new ConfigError(`${name} must be true or false, got ${env[name]}`);
+}

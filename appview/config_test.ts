@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { ConfigError, loadAppviewConfig, serviceDidFromUrl } from "./config.ts";
+
+Deno.test("loadAppviewConfig applies the documented defaults", () => {
+  const c = loadAppviewConfig({});
+  assert.equal(c.port, 3000);
+  assert.equal(c.hostname, "127.0.0.1");
+  assert.equal(c.publicUrl, "http://localhost:3000");
+  assert.equal(c.serviceDid, "did:web:localhost%3A3000");
+  assert.equal(c.dbPath, "./data/appview.sqlite");
+  assert.equal(c.pdsUrl, "http://localhost:2583");
+  assert.equal(c.pdsStreamUrl, "ws://localhost:2583/xrpc/com.atproto.sync.subscribeRepos");
+  assert.equal(c.authRequired, true);
+  assert.equal(c.corsOrigins, null);
+  assert.equal(c.ingestSecret, null);
+  assert.equal(c.jetstreamUrl, null);
+  assert.equal(c.plcUrl, "https://plc.directory");
+  assert.equal(c.allowPrivateFetch, false);
+  assert.ok(Object.isFrozen(c));
+});
+
+Deno.test("PDS_INTERNAL_URL wins over PDS_PUBLIC_URL and trailing slashes are removed", () => {
+  const c = loadAppviewConfig({
+    PDS_PUBLIC_URL: "https://pds.example.com/",
+    PDS_INTERNAL_URL: "http://10.0.0.5:2583/",
+  });
+  assert.equal(c.pdsUrl, "http://10.0.0.5:2583");
+  const p = loadAppviewConfig({ PDS_PUBLIC_URL: "https://pds.example.com/" });
+  assert.equal(p.pdsUrl, "https://pds.example.com");
+  assert.equal(p.pdsStreamUrl, "wss://pds.example.com/xrpc/com.atproto.sync.subscribeRepos");
+});
+
+Deno.test("loadAppviewConfig parses switches and lists", () => {
+  const c = loadAppviewConfig({
+    APPVIEW_AUTH_REQUIRED: "false",
+    APPVIEW_CORS_ORIGINS: "https://a.example, https://b.example,",
+    APPVIEW_INGEST_SECRET: "s3cret",
+    APPVIEW_JETSTREAM_URL: "ws://127.0.0.1:6008/subscribe",
+    DATA_DIR: "/var/lib/social",
+  });
+  assert.equal(c.authRequired, false);
+  assert.deepEqual(c.corsOrigins, ["https://a.example", "https://b.example"]);
+  assert.equal(c.ingestSecret, "s3cret");
+  assert.equal(c.jetstreamUrl, "ws://127.0.0.1:6008/subscribe");
+  assert.equal(c.dbPath, "/var/lib/social/appview.sqlite");
+});
+
+Deno.test("loadAppviewConfig names the variable of a bad value", () => {
+  assert.throws(() => loadAppviewConfig({ APPVIEW_PORT: "70000" }), {
+    name: "ConfigError",
+    message: "APPVIEW_PORT must be a port number from 0 to 65535, got 70000",
+  });
+  assert.throws(() => loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "maybe" }), {
+    message: "APPVIEW_AUTH_REQUIRED must be true or false, got maybe",
+  });
+  assert.throws(() => loadAppviewConfig({ APPVIEW_JETSTREAM_URL: "http://x" }), ConfigError);
+  assert.throws(() => loadAppviewConfig({ APPVIEW_PUBLIC_URL: "not a url" }), {
+    message: "APPVIEW_PUBLIC_URL must be an http(s) URL, got not a url",
+  });
+});
+
+Deno.test("serviceDidFromUrl encodes the port colon (spec 5.1)", () => {
+  assert.equal(serviceDidFromUrl("http://localhost:3000"), "did:web:localhost%3A3000");
+  assert.equal(serviceDidFromUrl("https://index.example.com"), "did:web:index.example.com");
+});

@@ -1,0 +1,137 @@
+/**
+ * Test harness shared by every test: temporary directories, real HTTP servers on port 0, a fake
+ * Jetstream (a real WebSocket server fed by the test), and waiting for a condition instead of
+ * sleeping.
+ *
+ * @module
+ */
+
+/** A temporary directory removed on dispose. */
+export interface TempDir extends AsyncDisposable {
+  readonly path: string;
+}
+
+/** Creates a temporary directory; use with `await using dir = await makeTempDir()`. */
+export async function makeTempDir(prefix = "social-test-"): Promise<TempDir> {
+  const path = await Deno.makeTempDir({ prefix });
+  return {
+    path,
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(path, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** A real HTTP server listening on 127.0.0.1 and an ephemeral port. */
+export interface TestServer extends AsyncDisposable {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Serves `handler` on `127.0.0.1:0`; close it (or `await using` it) at the end of the test. */
+export function serveOnPort0(handler: Deno.ServeHandler): TestServer {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
+  const port = server.addr.port;
+  let closed: Promise<void> | null = null;
+  const close = () => {
+    closed ??= server.shutdown().then(() => server.finished);
+    return closed;
+  };
+  return { url: `http://127.0.0.1:${port}`, port, close, [Symbol.asyncDispose]: close };
+}
+
+/**
+ * Waits until `check` returns a truthy value (polled every `intervalMs`), returning it.
+ * Fails with `message` after `timeoutMs`.
+ */
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 5000);
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out waiting: ${opts.message ?? "condition not met"}`);
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 10));
+  }
+}
+
+/** A fake Jetstream endpoint: a real WebSocket server whose events the test sends. */
+export interface FakeJetstream extends AsyncDisposable {
+  /** WebSocket URL of the `/subscribe` endpoint, e.g. `ws://127.0.0.1:1234/subscribe`. */
+  readonly url: string;
+  /** Query strings of every connection made so far (`wantedCollections`, `cursor`, ...). */
+  readonly requests: URLSearchParams[];
+  /** Number of currently open client sockets. */
+  openCount(): number;
+  /** Sends one event (serialised as JSON text unless already a string) to every open client. */
+  send(event: unknown): void;
+  /** Closes every open client socket (the server keeps accepting new ones). */
+  dropClients(code?: number): void;
+  /** Waits until at least `n` clients are connected. */
+  waitForClients(n?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Starts a fake Jetstream server on port 0. */
+export function startFakeJetstream(): FakeJetstream {
+  const sockets = new Set<WebSocket>();
+  const requests: URLSearchParams[] = [];
+  const server = serveOnPort0((req) => {
+    const url = new URL(req.url);
+    if (url.pathname !== "/subscribe" || req.headers.get("upgrade") !== "websocket") {
+      return new Response("not found", { status: 404 });
+    }
+    requests.push(url.searchParams);
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    socket.onopen = () => sockets.add(socket);
+    socket.onclose = () => sockets.delete(socket);
+    socket.onerror = () => sockets.delete(socket);
+    return response;
+  });
+  const closeAll = (code = 1000) => {
+    for (const s of sockets) {
+      try {
+        s.close(code);
+      } catch { /* already closing */ }
+    }
+  };
+  const close = async () => {
+    closeAll();
+    await waitFor(() => sockets.size === 0, { timeoutMs: 2000 }).catch(() => {});
+    await server.close();
+  };
+  return {
+    url: `ws://127.0.0.1:${server.port}/subscribe`,
+    requests,
+    openCount: () => sockets.size,
+    send(event) {
+      const text = typeof event === "string" ? event : JSON.stringify(event);
+      for (const s of sockets) if (s.readyState === WebSocket.OPEN) s.send(text);
+    },
+    dropClients: closeAll,
+    waitForClients: (n = 1) =>
+      waitFor(() => sockets.size >= n, { message: `${n} jetstream clients` }).then(() => {}),
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+/** Absolute path of the repository root. */
+export const REPO_ROOT = new URL("../", import.meta.url);
+
+/** The interop vectors folder beside the checkout, or null when absent (tests then skip). */
+export const INTEROP_DIR: URL | null = (() => {
+  const dir = new URL("../shared/testdata/atproto-interop/", REPO_ROOT);
+  try {
+    Deno.statSync(dir);
+    return dir;
+  } catch {
+    console.warn(`interop vectors not found at ${dir.pathname}: conformance tests are skipped`);
+    return null;
+  }
+})();
