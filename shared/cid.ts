@@ -1,0 +1,119 @@
+/**
+ * CIDs as atproto uses them: CIDv1, sha-256, codec dag-cbor (records, commits, MST nodes) or
+ * raw (blobs), written as base32 `b...` strings. Hashing is synchronous (`@noble/hashes`).
+ *
+ * @module
+ */
+import { sha256 } from "@noble/hashes/sha2.js";
+import { base32 } from "multiformats/bases/base32";
+import { CID } from "multiformats/cid";
+import { create as createDigest } from "multiformats/hashes/digest";
+import { encodeCbor } from "./cbor.ts";
+
+export { CID };
+
+/** Multicodec code of DAG-CBOR (records, commits, MST nodes). */
+export const CODEC_DAG_CBOR = 0x71;
+/** Multicodec code of raw bytes (blobs). */
+export const CODEC_RAW = 0x55;
+/** Multihash code of sha2-256, the only hash atproto uses. */
+export const HASH_SHA256 = 0x12;
+
+/** Longest CID string {@linkcode parseCid} looks at; sha-256 CIDv1 strings are 59 characters. */
+const MAX_CID_STRING = 256;
+
+/** Thrown by {@linkcode parseCid} for a string that is not a CID. */
+export class CidError extends Error {
+  /** Creates an error; `cause` keeps the underlying library error when there is one. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "CidError";
+  }
+}
+
+/** CIDv1 (dag-cbor, sha-256) of DAG-CBOR bytes, computed synchronously. */
+export function cidForCbor(bytes: Uint8Array): CID {
+  return CID.createV1(CODEC_DAG_CBOR, createDigest(HASH_SHA256, sha256(bytes)));
+}
+
+/** CIDv1 (raw, sha-256) of blob bytes, computed synchronously. */
+export function cidForRaw(bytes: Uint8Array): CID {
+  return CID.createV1(CODEC_RAW, createDigest(HASH_SHA256, sha256(bytes)));
+}
+
+/**
+ * Parses a CID string (base32 CIDv1 `b...`, or a base58 CIDv0 `Qm...`).
+ *
+ * @throws {CidError} naming the value when it is not a CID.
+ * @example
+ * ```ts
+ * parseCid("bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm").code; // 0x71
+ * ```
+ */
+export function parseCid(s: string): CID {
+  if (typeof s !== "string" || s.length === 0 || s.length > MAX_CID_STRING) {
+    throw new CidError(`Invalid CID: ${describe(s)}`);
+  }
+  try {
+    return CID.parse(s);
+  } catch (err) {
+    throw new CidError(`Invalid CID: ${describe(s)}`, { cause: err });
+  }
+}
+
+/** The canonical string form of a CID: base32 lower case `b...` for v1 (`Qm...` for v0). */
+export function formatCid(cid: CID): string {
+  // base32.encode directly: CID#toString's per-instance WeakMap cache costs ~4x the encoding.
+  return cid.version === 0 ? cid.toString() : base32.encode(cid.bytes);
+}
+
+/**
+ * Returns `value` as a CID when it is a CID instance (of any copy of multiformats) or a valid
+ * CID string, else `null`.
+ */
+export function asCid(value: unknown): CID | null {
+  if (typeof value === "string") {
+    try {
+      return parseCid(value);
+    } catch {
+      return null;
+    }
+  }
+  if (value === null || typeof value !== "object") return null;
+  return CID.asCID(value) ?? null;
+}
+
+/**
+ * Whether `bytes` hash to `cid`. Only sha-256 CIDs can verify; any other hash function gives
+ * `false`. The codec is not checked (callers decode with the codec they expect).
+ */
+export function verifyCid(cid: CID, bytes: Uint8Array): boolean {
+  const mh = cid.multihash;
+  if (mh.code !== HASH_SHA256 || mh.digest.length !== 32) return false;
+  const actual = sha256(bytes);
+  const expected = mh.digest;
+  let diff = 0;
+  for (let i = 0; i < 32; i++) diff |= actual[i] ^ expected[i];
+  return diff === 0;
+}
+
+/**
+ * Encodes a value as DAG-CBOR and returns the block with its CID.
+ *
+ * @throws {import("./cbor.ts").CborError} when the value cannot be encoded.
+ * @example
+ * ```ts
+ * formatCid(encodeBlock({ e: [], l: null }).cid);
+ * // "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm" (empty MST node)
+ * ```
+ */
+export function encodeBlock(value: unknown): { cid: CID; bytes: Uint8Array } {
+  const bytes = encodeCbor(value);
+  return { cid: cidForCbor(bytes), bytes };
+}
+
+function describe(s: unknown): string {
+  if (typeof s !== "string") return `not a string (${typeof s})`;
+  if (s.length === 0) return "empty string";
+  return s.length > 80 ? JSON.stringify(s.slice(0, 80) + "...") : JSON.stringify(s);
+}

@@ -1,0 +1,82 @@
+// CIDs: CIDv1 sha-256, dag-cbor / raw codecs, base32 strings (reference atproto.md 9.1, App. B 2).
+import assert from "node:assert/strict";
+import {
+  asCid,
+  CID,
+  CidError,
+  cidForCbor,
+  cidForRaw,
+  CODEC_DAG_CBOR,
+  CODEC_RAW,
+  encodeBlock,
+  formatCid,
+  parseCid,
+  verifyCid,
+} from "./cid.ts";
+import { encodeCbor } from "./cbor.ts";
+
+const EMPTY_MST = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
+
+Deno.test("encodeBlock of the empty MST node gives the well-known CID", () => {
+  const block = encodeBlock({ e: [], l: null });
+  assert.equal(formatCid(block.cid), EMPTY_MST);
+  assert.deepEqual(block.bytes, new Uint8Array([0xa2, 0x61, 0x65, 0x80, 0x61, 0x6c, 0xf6]));
+  assert.equal(block.cid.code, CODEC_DAG_CBOR);
+  assert.equal(block.cid.version, 1);
+  assert.equal(block.cid.bytes.length, 36);
+});
+
+Deno.test("cidForCbor and cidForRaw differ only in codec", () => {
+  const bytes = new TextEncoder().encode("hello");
+  const a = cidForCbor(bytes);
+  const b = cidForRaw(bytes);
+  assert.equal(a.code, 0x71);
+  assert.equal(b.code, CODEC_RAW);
+  assert.deepEqual(a.multihash.bytes, b.multihash.bytes);
+  assert.ok(formatCid(a).startsWith("bafyrei"));
+  assert.ok(formatCid(b).startsWith("bafkrei"));
+  assert.equal(formatCid(a).length, 59);
+});
+
+Deno.test("parseCid round-trips formatCid", () => {
+  const cid = parseCid(EMPTY_MST);
+  assert.ok(cid instanceof CID);
+  assert.equal(formatCid(cid), EMPTY_MST);
+  assert.ok(cid.equals(encodeBlock({ e: [], l: null }).cid));
+});
+
+Deno.test("parseCid throws CidError naming the bad value", () => {
+  assert.throws(() => parseCid("."), { name: "CidError", message: 'Invalid CID: "."' });
+  assert.throws(() => parseCid(""), { name: "CidError", message: "Invalid CID: empty string" });
+  assert.throws(() => parseCid("bafyrei!"), CidError);
+  assert.throws(() => parseCid("x".repeat(1000)), /^CidError: Invalid CID: "x{80}\.\.\."$/);
+  assert.throws(() => parseCid(42 as unknown as string), {
+    name: "CidError",
+    message: "Invalid CID: not a string (number)",
+  });
+});
+
+Deno.test("asCid accepts CID instances and CID strings only", () => {
+  const cid = parseCid(EMPTY_MST);
+  assert.equal(asCid(cid), cid);
+  assert.ok(asCid(EMPTY_MST)?.equals(cid));
+  assert.equal(asCid("not a cid"), null);
+  assert.equal(asCid(null), null);
+  assert.equal(asCid(123), null);
+  assert.equal(asCid({ $link: EMPTY_MST }), null);
+});
+
+Deno.test("verifyCid checks the sha-256 digest", () => {
+  const bytes = encodeCbor({ a: 1 });
+  const cid = cidForCbor(bytes);
+  assert.equal(verifyCid(cid, bytes), true);
+  assert.equal(verifyCid(cid, encodeCbor({ a: 2 })), false);
+  assert.equal(verifyCid(cidForRaw(bytes), bytes), true);
+});
+
+Deno.test("verifyCid returns false for a non-sha-256 CID", () => {
+  // identity multihash (0x00) of the bytes themselves
+  const bytes = new Uint8Array([1, 2, 3]);
+  const identity = CID.decode(new Uint8Array([0x01, 0x55, 0x00, 0x03, 1, 2, 3]));
+  assert.equal(verifyCid(identity, bytes), false);
+});
