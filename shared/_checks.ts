@@ -1,0 +1,149 @@
+/**
+ * Private field checks shared by `records.ts` and `ops.ts`: each returns a reason string naming
+ * the field and the (bounded) bad value, or null when the value is fine. Never throws.
+ *
+ * @module
+ */
+
+import { parseAtUri } from "./at_uri.ts";
+import { parseCid } from "./cid.ts";
+import { isValidDatetime } from "./syntax.ts";
+import { BLOB_TYPE } from "./nsid.ts";
+
+/** Longest prefix of a bad string value quoted in a reason. */
+const SHOW_LENGTH = 64;
+
+let segmenter: Intl.Segmenter | null = null;
+
+/**
+ * Counts the grapheme clusters of `text` with one cached `Intl.Segmenter`.
+ *
+ * @example
+ * ```ts
+ * countGraphemes("👩‍👩‍👧‍👦!"); // 2
+ * ```
+ */
+export function countGraphemes(text: string): number {
+  segmenter ??= new Intl.Segmenter(undefined, { granularity: "grapheme" });
+  let n = 0;
+  for (const _ of segmenter.segment(text)) n++;
+  return n;
+}
+
+/** A plain object (JSON object or decoded CBOR map). */
+export type Fields = Record<string, unknown>;
+
+/** Checks a strong reference `{uri, cid}`: a record AT-URI and a CID string. */
+export function checkStrongRef(field: string, ref: unknown): string | null {
+  if (!isPlainObject(ref)) return `Invalid ${field}: ${show(ref)}`;
+  if (!isRecordUri(ref.uri)) return `Invalid ${field}.uri: ${show(ref.uri)}`;
+  if (!isCidString(ref.cid)) return `Invalid ${field}.cid: ${show(ref.cid)}`;
+  return null;
+}
+
+/** Checks a blob reference; `$type` (when present) must be `blob`, `ref.$link` a CID string. */
+export function checkBlobRef(field: string, blob: unknown): string | null {
+  if (!isPlainObject(blob)) return `Invalid ${field}: ${show(blob)}`;
+  if (blob.$type !== undefined && blob.$type !== BLOB_TYPE) {
+    return `Invalid ${field}.$type: ${show(blob.$type)}`;
+  }
+  const ref = blob.ref;
+  if (!isPlainObject(ref) || !isCidString(ref.$link)) return `Invalid ${field}.ref: ${show(ref)}`;
+  if (blob.mimeType !== undefined && (typeof blob.mimeType !== "string" || blob.mimeType === "")) {
+    return `Invalid ${field}.mimeType: ${show(blob.mimeType)}`;
+  }
+  if (blob.size !== undefined && !(Number.isSafeInteger(blob.size) && (blob.size as number) >= 0)) {
+    return `Invalid ${field}.size: ${show(blob.size)}`;
+  }
+  return null;
+}
+
+/** Checks a string against a UTF-8 byte bound first, then a grapheme bound. */
+export function checkText(
+  field: string,
+  text: unknown,
+  limits: { maxGraphemes: number; maxBytes: number },
+): string | null {
+  const { maxGraphemes, maxBytes } = limits;
+  if (typeof text !== "string") return `Invalid ${field}: ${show(text)}`;
+  // UTF-8 length >= UTF-16 length: the first test refuses huge strings without a scan.
+  if (text.length > maxBytes || utf8Length(text) > maxBytes) {
+    return `Invalid ${field}, more than ${maxBytes} UTF-8 bytes: ${show(text)}`;
+  }
+  if (!text.isWellFormed()) return `Invalid ${field}, lone surrogate: ${show(text)}`;
+  const graphemes = countGraphemes(text);
+  if (graphemes > maxGraphemes) {
+    return `Invalid ${field}, ${graphemes} graphemes (max ${maxGraphemes}): ${show(text)}`;
+  }
+  return null;
+}
+
+/** Checks a datetime string (spec syntax). */
+export function checkDatetime(field: string, value: unknown): string | null {
+  if (typeof value === "string" && isValidDatetime(value)) return null;
+  return `Invalid ${field}: ${show(value)}`;
+}
+
+/** Whether `value` is an AT-URI naming a record (authority, collection and rkey). */
+export function isRecordUri(value: unknown): boolean {
+  if (typeof value !== "string") return false;
+  try {
+    parseAtUri(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `value` is a CID in string form. */
+export function isCidString(value: unknown): boolean {
+  if (typeof value !== "string") return false;
+  try {
+    parseCid(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `value` is a plain object (not an array, bytes, CID or class instance). */
+export function isPlainObject(value: unknown): value is Fields {
+  if (typeof value !== "object" || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function utf8Length(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (isHighSurrogate(c) && isLowSurrogate(s.charCodeAt(i + 1))) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+function isHighSurrogate(c: number): boolean {
+  return c >= 0xd800 && c <= 0xdbff;
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff;
+}
+
+/** Shows a hostile value in a reason string, bounded: strings as truncated JSON. */
+export function show(value: unknown): string {
+  if (typeof value === "string") {
+    if (value.length <= SHOW_LENGTH) return JSON.stringify(value);
+    const end = isHighSurrogate(value.charCodeAt(SHOW_LENGTH - 1)) ? SHOW_LENGTH - 1 : SHOW_LENGTH;
+    return `${JSON.stringify(value.slice(0, end)).slice(0, -1)}..."`;
+  }
+  if (Array.isArray(value)) return `an array of ${value.length} items`;
+  if (value instanceof Uint8Array) return `${value.length} bytes`;
+  if (typeof value === "object" && value !== null) return "an object without the expected members";
+  return String(value);
+}
