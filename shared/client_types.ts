@@ -1,0 +1,121 @@
+/**
+ * Wire shapes of the index query API (spec part 2) and of the account host operations the
+ * client uses, as TypeScript types.
+ *
+ * @module
+ */
+
+/** Embed of a post (spec 2.2): `$type` plus members kept verbatim. */
+export interface Embed {
+  $type: string;
+  [member: string]: unknown;
+}
+
+/** Post as the index serves it (spec 2.1). */
+export interface Post {
+  uri: string;
+  did: string;
+  handle: string;
+  rkey: string;
+  collection: string;
+  text: string;
+  cid: string;
+  parent_uri: string | null;
+  root_uri: string | null;
+  embed: Embed | null;
+  langs: string[];
+  created_at: string;
+  like_count?: number;
+  repost_count?: number;
+  avatar_cid: string | null;
+}
+
+/** Blob reference (spec 2.3). */
+export interface BlobRef {
+  $type: "blob";
+  ref: { $link: string };
+  mimeType: string;
+  size: number;
+}
+
+/** Profile (spec 2.4, `ProfileResponse`). */
+export interface Profile {
+  did: string;
+  handle: string;
+  posts: Post[];
+  followers: number;
+  following: number;
+  display_name?: string | null;
+  description?: string | null;
+  avatar_cid?: string | null;
+  banner_cid?: string | null;
+  post_count: number;
+}
+
+/** Actor card (spec 2.6). */
+export interface ActorProfile {
+  did: string;
+  handle: string;
+  display_name?: string | null;
+  avatar_cid?: string | null;
+}
+
+/** Notification (spec 2.7). */
+export interface Notification {
+  id: number;
+  kind: string;
+  author_did: string;
+  author_handle: string;
+  author_display_name?: string | null;
+  author_avatar_cid?: string | null;
+  subject_uri: string | null;
+  subject_text?: string | null;
+  created_at: string;
+  indexed_at: string;
+  read_at: string | null;
+}
+
+/** `GET /api/post/<uri>` (spec 2.8). */
+export interface ThreadResponse {
+  post: Post | null;
+  thread: { parent: Post | null; root: Post | null };
+  like_count?: number;
+  repost_count?: number;
+}
+
+/** `GET /api/thread` (spec 2.8). */
+export interface ThreadFullResponse {
+  post: Post | null;
+  parents: Post[];
+  root: Post | null;
+  replies: Post[];
+  like_count?: number;
+  repost_count?: number;
+  viewer_liked?: boolean;
+  viewer_reposted?: boolean;
+}
+
+/** A page of a list with an opaque cursor; null means the end. */
+export interface Page {
+  cursor: string | null;
+}
+
+/** Client-visible session (spec 2.13). */
+export interface Session {
+  did: string;
+  handle: string;
+  accessJwt: string;
+  refreshJwt: string;
+}
+
+/** Strong reference to a record. */
+export interface StrongRef {
+  uri: string;
+  cid: string;
+}
+
+/** Result of record creation (spec 2.10). */
+export interface CreatedRecord {
+  uri: string;
+  cid: string;
+}
