@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { encodeBlock, formatCid } from "../../shared/cid.ts";
+import { silentLogger } from "../../shared/log.ts";
+import type { IndexOp } from "../../shared/ops.ts";
+import { makeTempDir, serveOnPort0, waitFor } from "../../tests/_util.ts";
+import { openIndexDb } from "../db/open.ts";
+import { IndexWriter } from "../ingest/apply_ops.ts";
+import { DidResolver } from "./did_resolver.ts";
+import { HandleSync } from "./handle_sync.ts";
+
+// Spec 4.3 rule 1; the acceptance scenario of issue 9 is tests/handle_sync_test.ts.
+
+function post(did: string, rkey: string): IndexOp {
+  const record = { $type: COLLECTION_POST, text: "hi", createdAt: "2025-06-01T00:00:00.000Z" };
+  const cid = formatCid(encodeBlock(record).cid);
+  return { kind: "record", action: "create", did, collection: COLLECTION_POST, rkey, cid, record };
+}
+
+Deno.test("HandleSync.start runs full batches back to back and close stops the wait", async () => {
+  await using dir = await makeTempDir();
+  const db = openIndexDb(`${dir.path}/appview.sqlite`);
+  const asked: string[] = [];
+  await using plc = serveOnPort0((req) => {
+    const did = new URL(req.url).pathname.slice(1);
+    asked.push(did);
+    return Response.json({ id: did, alsoKnownAs: [`at://u${did.slice(-1)}.example.com`] });
+  });
+  await using pds = serveOnPort0(() => Response.json({ error: "HandleNotFound" }, { status: 400 }));
+  try {
+    const dids = ["a", "b", "c", "d", "e"].map((c) => `did:plc:${"x".repeat(23)}${c}`);
+    new IndexWriter(db).applyOps(dids.map((did, i) => post(did, `r${i}`)));
+    const resolver = new DidResolver({ pdsUrl: pds.url, plcUrl: plc.url, allowPrivate: true });
+    const sync = new HandleSync(db, { resolver, log: silentLogger, batchSize: 2 });
+    sync.start(60_000);
+    const placeholders = () =>
+      (db.prepare("SELECT count(*) AS n FROM posts WHERE handle GLOB 'did:*'").get() as {
+        n: number;
+      }).n;
+    await waitFor(() => placeholders() === 0, { message: "three batches without waiting" });
+    const started = performance.now();
+    await sync.close();
+    assert.ok(performance.now() - started < 1000);
+    assert.deepEqual(asked, dids);
+    assert.deepEqual(
+      db.prepare("SELECT handle FROM posts ORDER BY did").all().map((r) => r.handle),
+      ["ua.example.com", "ub.example.com", "uc.example.com", "ud.example.com", "ue.example.com"],
+    );
+    assert.deepEqual(await sync.runOnce(), { attempted: 0, resolved: 0, failed: 0 });
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("HandleSync rejects a batch size or concurrency below 1", () => {
+  const db = openIndexDb(":memory:");
+  try {
+    const resolver = new DidResolver({
+      pdsUrl: "http://x",
+      plcUrl: "http://x",
+      allowPrivate: true,
+    });
+    assert.throws(() => new HandleSync(db, { resolver, log: silentLogger, batchSize: 0 }), {
+      name: "RangeError",
+      message: "Batch size must be a positive integer: 0",
+    });
+    assert.throws(() => new HandleSync(db, { resolver, log: silentLogger, concurrency: 1.5 }), {
+      name: "RangeError",
+      message: "Concurrency must be a positive integer: 1.5",
+    });
+  } finally {
+    db.close();
+  }
+});

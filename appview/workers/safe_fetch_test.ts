@@ -1,0 +1,192 @@
+import assert from "node:assert/strict";
+import { serveOnPort0 } from "../../tests/_util.ts";
+import { checkDestination, type HostLookup, safeFetch, SafeFetchError } from "./safe_fetch.ts";
+
+// Issue 9: outbound fetches are bounded (size, redirects, time) and refuse private, loopback and
+// link-local addresses unless allowed. Spec 4.3 rule 1 and part 8: 2 s per request.
+
+/** A real loopback server that counts its requests. */
+function countingServer(handler: (req: Request) => Response | Promise<Response>) {
+  let hits = 0;
+  const server = serveOnPort0((req) => {
+    hits++;
+    return handler(req);
+  });
+  return { server, hits: () => hits };
+}
+
+async function refusal(p: Promise<unknown>): Promise<SafeFetchError> {
+  const e = await p.then(() => null, (e) => e);
+  assert.ok(e instanceof SafeFetchError, `expected SafeFetchError, got ${e}`);
+  return e;
+}
+
+const noLookup: HostLookup = () => Promise.reject(new Error("DNS must not be asked"));
+
+Deno.test("safeFetch refuses loopback, private, link-local, unspecified and mapped literals", async () => {
+  const urls: [string, string][] = [
+    ["http://10.0.0.1/x", "private address: 10.0.0.1"],
+    ["http://172.16.5.4/", "private address: 172.16.5.4"],
+    ["https://192.168.1.1/", "private address: 192.168.1.1"],
+    ["http://169.254.169.254/latest/meta-data/", "link-local address: 169.254.169.254"],
+    ["http://0.0.0.0/", "unspecified address: 0.0.0.0"],
+    ["http://2130706433/", "loopback address: 127.0.0.1"],
+    ["http://[::1]/", "loopback address: [::1]"],
+    ["http://[fe80::1]/", "link-local address: [fe80::1]"],
+    ["http://[fd00::1]/", "unique-local address: [fd00::1]"],
+    ["http://[::ffff:127.0.0.1]/", "mapped address: [::ffff:7f00:1]"],
+    ["http://[::]/", "unspecified address: [::]"],
+  ];
+  for (const [url, message] of urls) {
+    const e = await refusal(safeFetch(url, { lookup: noLookup }));
+    assert.equal(e.reason, "refused", url);
+    assert.ok(e.message.includes(message), `${url}: ${e.message}`);
+  }
+});
+
+Deno.test("safeFetch refuses localhost and a real loopback server without connecting", async () => {
+  const { server, hits } = countingServer(() => new Response("secret"));
+  try {
+    for (const url of [server.url, `http://localhost:${server.port}/`, "http://a.localhost/"]) {
+      const e = await refusal(safeFetch(url, { lookup: noLookup }));
+      assert.equal(e.reason, "refused");
+      assert.match(e.message, /^Destination is a loopback address: /);
+    }
+    assert.equal(hits(), 0);
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("checkDestination refuses a host name any of whose addresses is private", async () => {
+  const lookup: HostLookup = (host) =>
+    Promise.resolve(
+      host === "intranet.example.com"
+        ? ["127.0.0.1"]
+        : host === "mixed.example.com"
+        ? ["93.184.215.14", "10.9.8.7"]
+        : host === "empty.example.com"
+        ? []
+        : ["93.184.215.14", "2606:4700:4700::1111"],
+    );
+  const intranet = await refusal(
+    checkDestination(new URL("https://intranet.example.com/.well-known/did.json"), lookup),
+  );
+  assert.equal(intranet.reason, "refused");
+  assert.equal(
+    intranet.message,
+    "Destination is a loopback address: intranet.example.com (127.0.0.1) in " +
+      "https://intranet.example.com/.well-known/did.json",
+  );
+  const mixed = await refusal(checkDestination(new URL("https://mixed.example.com/"), lookup));
+  assert.ok(mixed.message.includes("private address: mixed.example.com (10.9.8.7)"));
+  const empty = await refusal(checkDestination(new URL("https://empty.example.com/"), lookup));
+  assert.equal(empty.reason, "network");
+  assert.equal(empty.message, "Host has no addresses: empty.example.com");
+  await checkDestination(new URL("https://public.example.com/"), lookup);
+  await checkDestination(new URL("https://8.8.8.8/"), noLookup);
+});
+
+Deno.test("safeFetch reaches loopback when allowPrivate is set and reads the body", async () => {
+  await using server = serveOnPort0((req) =>
+    Response.json({ method: req.method, body: req.body ? "yes" : "no" })
+  );
+  const res = await safeFetch(`${server.url}/doc`, { allowPrivate: true });
+  assert.equal(res.status, 200);
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(res.body)), { method: "GET", body: "no" });
+});
+
+Deno.test("safeFetch rejects a body above maxBytes, declared or streamed", async () => {
+  const big = "x".repeat(70 * 1024);
+  await using server = serveOnPort0((req) => {
+    if (new URL(req.url).pathname === "/declared") return new Response(big);
+    const stream = new ReadableStream({
+      start(c) {
+        for (let i = 0; i < 70; i++) c.enqueue(new Uint8Array(1024));
+        c.close();
+      },
+    });
+    return new Response(stream);
+  });
+  const declared = await refusal(safeFetch(`${server.url}/declared`, { allowPrivate: true }));
+  assert.equal(declared.reason, "too_large");
+  assert.equal(
+    declared.message,
+    `Response from ${server.url}/declared is ${70 * 1024} bytes (max 65536)`,
+  );
+  const streamed = await refusal(safeFetch(`${server.url}/streamed`, { allowPrivate: true }));
+  assert.equal(streamed.reason, "too_large");
+  assert.equal(streamed.message, `Response from ${server.url}/streamed exceeds 65536 bytes`);
+  const small = await safeFetch(`${server.url}/declared`, { allowPrivate: true, maxBytes: 80_000 });
+  assert.equal(small.body.byteLength, 70 * 1024);
+});
+
+Deno.test("safeFetch follows at most 3 redirects and refuses a non-http Location", async () => {
+  await using server = serveOnPort0((req) => {
+    const path = new URL(req.url).pathname;
+    const n = Number(path.slice(1));
+    if (path === "/file") return Response.redirect("file:///etc/passwd", 302);
+    if (n > 0) return new Response(null, { status: 302, headers: { location: `/${n - 1}` } });
+    return new Response("end");
+  });
+  const three = await safeFetch(`${server.url}/3`, { allowPrivate: true });
+  assert.equal(three.url, `${server.url}/0`);
+  assert.equal(new TextDecoder().decode(three.body), "end");
+  const four = await refusal(safeFetch(`${server.url}/4`, { allowPrivate: true }));
+  assert.equal(four.reason, "redirects");
+  assert.equal(four.message, `Too many redirects from ${server.url}/4`);
+  const file = await refusal(safeFetch(`${server.url}/file`, { allowPrivate: true }));
+  assert.equal(file.reason, "refused");
+  assert.equal(file.message, "Scheme not allowed: file:///etc/passwd");
+});
+
+Deno.test("safeFetch turns a POST into a GET on 303 and keeps it on 307", async () => {
+  const seen: string[] = [];
+  await using server = serveOnPort0(async (req) => {
+    const path = new URL(req.url).pathname;
+    seen.push(`${req.method} ${path} ${await req.text()}`);
+    if (path === "/see-other") {
+      return new Response(null, { status: 303, headers: { location: "/end" } });
+    }
+    if (path === "/temporary") {
+      return new Response(null, { status: 307, headers: { location: "/end" } });
+    }
+    return new Response("ok");
+  });
+  await safeFetch(`${server.url}/see-other`, { method: "POST", body: "a", allowPrivate: true });
+  await safeFetch(`${server.url}/temporary`, { method: "POST", body: "b", allowPrivate: true });
+  assert.deepEqual(seen, ["POST /see-other a", "GET /end ", "POST /temporary b", "POST /end b"]);
+});
+
+Deno.test("safeFetch abandons a request that gets no answer within the timeout", async () => {
+  let aborted = false;
+  await using server = serveOnPort0((req) =>
+    new Promise<Response>((resolve) => {
+      req.signal.addEventListener("abort", () => {
+        aborted = true;
+        resolve(new Response(null, { status: 499 }));
+      });
+    })
+  );
+  const started = performance.now();
+  const e = await refusal(safeFetch(server.url, { allowPrivate: true, timeoutMs: 150 }));
+  const elapsed = performance.now() - started;
+  assert.equal(e.reason, "timeout");
+  assert.equal(e.message, `No answer within 150 ms: ${server.url}/`);
+  assert.ok(elapsed >= 140 && elapsed < 1000, `elapsed ${elapsed}`);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(aborted, true);
+});
+
+Deno.test("safeFetch reports the caller's abort as aborted", async () => {
+  await using server = serveOnPort0((req) =>
+    new Promise<Response>((resolve) => {
+      req.signal.addEventListener("abort", () => resolve(new Response(null)));
+    })
+  );
+  const controller = new AbortController();
+  const pending = safeFetch(server.url, { allowPrivate: true, signal: controller.signal });
+  controller.abort();
+  const e = await refusal(pending);
+  assert.equal(e.reason, "aborted");
+});
