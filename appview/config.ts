@@ -42,7 +42,35 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Reads and validates the index configuration from `env` (e.g. `Deno.env.toObject()`). */
+/** Every environment variable the index reads (the tasks' `--allow-env` list covers them). */
+export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
+  "DATA_DIR",
+  "LOG_LEVEL",
+  "APPVIEW_PORT",
+  "APPVIEW_HOSTNAME",
+  "APPVIEW_PUBLIC_URL",
+  "APPVIEW_DB_PATH",
+  "PDS_PUBLIC_URL",
+  "PDS_INTERNAL_URL",
+  "APPVIEW_AUTH_REQUIRED",
+  "APPVIEW_CORS_ORIGINS",
+  "APPVIEW_INGEST_SECRET",
+  "APPVIEW_JETSTREAM_URL",
+  "APPVIEW_PLC_URL",
+  "APPVIEW_ALLOW_PRIVATE_FETCH",
+]);
+
+/**
+ * Reads the variables of {@link APPVIEW_ENV_VARS} one by one, so a `--allow-env=<list>`
+ * permission suffices (`Deno.env.toObject()` needs unrestricted access).
+ */
+export function readAppviewEnv(): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {};
+  for (const name of APPVIEW_ENV_VARS) env[name] = Deno.env.get(name);
+  return env;
+}
+
+/** Reads and validates the index configuration from `env` (e.g. {@link readAppviewEnv}). */
 export function loadAppviewConfig(env: Env): AppviewConfig {
   const dataDir = nonEmpty(env, "DATA_DIR") ?? "./data";
   const publicUrl = parseUrl(env, "APPVIEW_PUBLIC_URL", "http://localhost:3000");
