@@ -1,0 +1,23 @@
+/**
+ * What every part of the index receives: configuration, the database, the one write path, the
+ * logger and the clock. Built by `appview/server.ts` (or a test) and passed down; nothing opens
+ * a store at import time.
+ *
+ * @module
+ */
+
+import type { DatabaseSync } from "node:sqlite";
+import type { Logger } from "../shared/log.ts";
+import type { AppviewConfig } from "./config.ts";
+import type { IndexWriter } from "./ingest/apply_ops.ts";
+
+/** Shared state of one index process. */
+export interface AppviewContext {
+  readonly config: AppviewConfig;
+  readonly db: DatabaseSync;
+  /** The single write path of spec 6.2 rule 3; every ingest source calls it. */
+  readonly writer: IndexWriter;
+  readonly log: Logger;
+  /** Clock (tests inject one). */
+  now(): Date;
+}

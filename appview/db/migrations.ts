@@ -1,0 +1,76 @@
+/**
+ * Ordered schema migrations of the index database. Each step runs once, inside its own
+ * `BEGIN IMMEDIATE` transaction, and is recorded both in `schema_migrations` and in
+ * `PRAGMA user_version`, so reopening a database (or two processes opening it at once) never runs
+ * a step twice. Append new steps; never edit or reorder released ones.
+ *
+ * @module
+ */
+
+import type { DatabaseSync } from "node:sqlite";
+import { SCHEMA_V1 } from "./schema.ts";
+
+/** One schema step: its version (1, 2, ... without gaps), a name and the SQL to run. */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/** Every migration, in order. */
+export const MIGRATIONS: readonly Migration[] = Object.freeze([
+  { version: 1, name: "initial schema", sql: SCHEMA_V1 },
+]);
+
+const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
+  version INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at TEXT NOT NULL
+)`;
+
+/** Returns `PRAGMA user_version`: the last migration applied. */
+export function schemaVersion(db: DatabaseSync): number {
+  const row = db.prepare("PRAGMA user_version").get() as { user_version: number };
+  return row.user_version;
+}
+
+/**
+ * Applies the migrations newer than the database's `user_version`, in order, each in its own
+ * transaction. Returns the versions applied by this call (empty when up to date).
+ *
+ * @throws Error when the database is newer than this code knows (a downgrade)
+ */
+export function runMigrations(
+  db: DatabaseSync,
+  opts: { migrations?: readonly Migration[]; now?: () => Date } = {},
+): number[] {
+  const migrations = opts.migrations ?? MIGRATIONS;
+  const now = opts.now ?? (() => new Date());
+  const latest = migrations.length === 0 ? 0 : migrations[migrations.length - 1].version;
+  const applied: number[] = [];
+  if (schemaVersion(db) > latest) {
+    throw new Error(
+      `Database schema version ${schemaVersion(db)} is newer than this code (${latest})`,
+    );
+  }
+  for (const step of migrations) {
+    if (schemaVersion(db) >= step.version) continue; // cheap check outside the lock
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      // Re-checked under the write lock: another process may have migrated meanwhile.
+      if (schemaVersion(db) < step.version) {
+        db.exec(CREATE_MIGRATIONS_TABLE);
+        db.exec(step.sql);
+        db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)")
+          .run(step.version, step.name, now().toISOString());
+        db.exec(`PRAGMA user_version = ${Math.trunc(step.version)}`);
+        applied.push(step.version);
+      }
+      db.exec("COMMIT");
+    } catch (e) {
+      db.exec("ROLLBACK");
+      throw e;
+    }
+  }
+  return applied;
+}

@@ -1,0 +1,158 @@
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { makeTempDir } from "../../tests/_util.ts";
+import { MIGRATIONS, runMigrations, schemaVersion } from "./migrations.ts";
+import { BUSY_TIMEOUT_MS, openIndexDb, WAL_AUTOCHECKPOINT_PAGES } from "./open.ts";
+import {
+  CURSOR_LOCAL_SEQ,
+  CURSOR_PUBLIC_TIME_US,
+  readConsumerStatus,
+  readCursor,
+  writeConsumerStatus,
+  writeCursor,
+} from "./state.ts";
+
+const TABLES = [
+  "consumer_status",
+  "cursors",
+  "follows",
+  "ingest_skips",
+  "likes",
+  "notifications",
+  "posts",
+  "posts_fts",
+  "profiles",
+  "reposts",
+  "schema_migrations",
+];
+
+function tableNames(db: DatabaseSync): string[] {
+  const rows = db.prepare(
+    `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+     AND name NOT LIKE 'posts_fts_%' ORDER BY name`,
+  ).all() as { name: string }[];
+  return rows.map((r) => r.name);
+}
+
+function pragma(db: DatabaseSync, name: string): unknown {
+  return Object.values(db.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>)[0];
+}
+
+Deno.test("openIndexDb creates every table on a file with WAL, NORMAL sync and a busy timeout", async () => {
+  await using dir = await makeTempDir();
+  const db = openIndexDb(`${dir.path}/index.sqlite`);
+  try {
+    assert.deepEqual(tableNames(db), TABLES);
+    assert.equal(pragma(db, "journal_mode"), "wal");
+    assert.equal(pragma(db, "synchronous"), 1); // NORMAL
+    assert.equal(pragma(db, "busy_timeout"), BUSY_TIMEOUT_MS);
+    assert.equal(pragma(db, "wal_autocheckpoint"), WAL_AUTOCHECKPOINT_PAGES);
+    assert.equal(schemaVersion(db), MIGRATIONS.length);
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("openIndexDb works on :memory:", () => {
+  const db = openIndexDb(":memory:");
+  try {
+    assert.deepEqual(tableNames(db), TABLES);
+    assert.equal(pragma(db, "journal_mode"), "memory");
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("reopening the database runs no migration twice", async () => {
+  await using dir = await makeTempDir();
+  const path = `${dir.path}/index.sqlite`;
+  openIndexDb(path).close();
+  const db = openIndexDb(path);
+  try {
+    assert.deepEqual(runMigrations(db), []);
+    const rows = db.prepare("SELECT version, name FROM schema_migrations ORDER BY version").all();
+    assert.deepEqual(rows.map((r) => ({ ...r })), [{ version: 1, name: "initial schema" }]);
+    assert.equal(schemaVersion(db), 1);
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("runMigrations applies only the steps newer than user_version, in order", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    const v1 = { version: 1, name: "one", sql: "CREATE TABLE a (x)" };
+    const v2 = { version: 2, name: "two", sql: "ALTER TABLE a ADD COLUMN y" };
+    assert.deepEqual(runMigrations(db, { migrations: [v1] }), [1]);
+    assert.deepEqual(runMigrations(db, { migrations: [v1, v2] }), [2]);
+    assert.deepEqual(runMigrations(db, { migrations: [v1, v2] }), []);
+    const cols = db.prepare("PRAGMA table_info(a)").all().map((c) => c.name);
+    assert.deepEqual(cols, ["x", "y"]);
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("runMigrations rolls back a failing step and leaves the version unchanged", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    const bad = { version: 1, name: "bad", sql: "CREATE TABLE a (x); CREATE TABLE a (x)" };
+    assert.throws(() => runMigrations(db, { migrations: [bad] }), /already exists/);
+    assert.equal(schemaVersion(db), 0);
+    assert.equal(db.isTransaction, false);
+    assert.equal(
+      db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'a'").get()?.n,
+      0,
+    );
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("runMigrations refuses a database newer than the code", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    db.exec("PRAGMA user_version = 7");
+    assert.throws(
+      () => runMigrations(db),
+      { message: "Database schema version 7 is newer than this code (1)" },
+    );
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("local seq and public time_us cursors live in separate rows (spec 6.2 rule 2)", () => {
+  const db = openIndexDb(":memory:");
+  try {
+    assert.equal(readCursor(db, CURSOR_LOCAL_SEQ), null);
+    writeCursor(db, CURSOR_PUBLIC_TIME_US, 1_725_000_000_000_000);
+    writeCursor(db, CURSOR_LOCAL_SEQ, 42);
+    writeCursor(db, CURSOR_LOCAL_SEQ, 43);
+    assert.equal(readCursor(db, CURSOR_LOCAL_SEQ), 43);
+    assert.equal(readCursor(db, CURSOR_PUBLIC_TIME_US), 1_725_000_000_000_000);
+    assert.throws(() => writeCursor(db, CURSOR_LOCAL_SEQ, 1.5), RangeError);
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("consumer status rows round-trip and upsert", () => {
+  const db = openIndexDb(":memory:");
+  try {
+    assert.equal(readConsumerStatus(db, "local"), null);
+    const status = {
+      name: "local",
+      state: "backoff" as const,
+      cursor: 7,
+      lastEventAt: "2024-05-01T12:00:00.000Z",
+      lastError: "Connection refused: ws://127.0.0.1:1",
+      updatedAt: "2024-05-01T12:00:01.000Z",
+    };
+    writeConsumerStatus(db, { ...status, state: "connecting" });
+    writeConsumerStatus(db, status);
+    assert.deepEqual(readConsumerStatus(db, "local"), status);
+  } finally {
+    db.close();
+  }
+});

@@ -1,0 +1,234 @@
+import assert from "node:assert/strict";
+import {
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_POST,
+  COLLECTION_PROFILE,
+  PROFILE_RKEY,
+} from "../../shared/nsid.ts";
+import type { IndexOp, RecordOp } from "../../shared/ops.ts";
+import { dumpTables } from "../db/_testing.ts";
+import { CURSOR_LOCAL_SEQ, readCursor } from "../db/state.ts";
+import { IndexWriter } from "./apply_ops.ts";
+import {
+  cidOf,
+  deleteOp,
+  didOf,
+  followOp,
+  handleOp,
+  likeOp,
+  openTestIndex,
+  postOp,
+  profileOp,
+  repostOp,
+  uriOf,
+} from "./_fixtures.ts";
+
+const USERS = ["alice", "bob", "carol", "dave"].map(didOf);
+const [ALICE, BOB, CAROL, DAVE] = USERS;
+const post = (did: string, rkey: string) => uriOf(did, COLLECTION_POST, rkey);
+
+/** Ops that make every user known: handles and profile records. */
+function identities(): IndexOp[] {
+  return USERS.flatMap((did, i) => [
+    handleOp(did, `user${i}.test`),
+    profileOp(did, { displayName: `User ${i}`, avatar: cidOf(`avatar${i}`) }),
+  ]);
+}
+
+/** Creates only (no deletes), so any arrival order gives the same state. */
+function activity(): IndexOp[] {
+  return [
+    postOp(ALICE, "a1", "hello from alice"),
+    postOp(BOB, "b1", "bob replies", { parent: post(ALICE, "a1") }),
+    postOp(CAROL, "c1", "carol in the thread", {
+      parent: post(BOB, "b1"),
+      root: post(ALICE, "a1"),
+    }),
+    postOp(DAVE, "d1", "dave posts", { embed: { $type: "x.y.z", v: 1 }, langs: ["en", "de"] }),
+    likeOp(BOB, "l1", post(ALICE, "a1")),
+    likeOp(CAROL, "l1", post(ALICE, "a1")),
+    likeOp(ALICE, "l2", post(DAVE, "d1")),
+    repostOp(DAVE, "r1", post(ALICE, "a1")),
+    repostOp(ALICE, "r1", post(BOB, "b1")),
+    followOp(ALICE, "f1", BOB),
+    followOp(BOB, "f1", ALICE),
+    followOp(CAROL, "f1", ALICE),
+    followOp(DAVE, "f1", CAROL),
+  ];
+}
+
+/** Everything, including deletes and updates. */
+function scenario(): IndexOp[] {
+  return [
+    ...identities(),
+    ...activity(),
+    deleteOp(CAROL, COLLECTION_LIKE, "l1"),
+    deleteOp(DAVE, COLLECTION_FOLLOW, "f1"),
+    deleteOp(DAVE, COLLECTION_POST, "d1"),
+    postOp(ALICE, "a1", "hello again from alice", { update: true }),
+    deleteOp(BOB, COLLECTION_PROFILE, PROFILE_RKEY),
+    handleOp(CAROL, "carol.test"),
+  ];
+}
+
+/** A seeded shuffle (mulberry32), so a failure is reproducible. */
+function shuffled<T>(items: readonly T[], seed: number): T[] {
+  let s = seed;
+  const rand = () => {
+    s = (s + 0x6d2b79f5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+Deno.test("applying the same ops twice leaves identical tables (spec 6.2 rule 4)", () => {
+  using ix = openTestIndex(); // the clock ticks: a second pass must not touch any timestamp
+  const ops = [...identities(), ...activity()];
+  assert.deepEqual(ix.writer.applyOps(ops), { applied: ops.length, skipped: 0 });
+  const once = dumpTables(ix.db);
+  assert.equal(once.notifications.length, 11);
+  ix.writer.applyOps(ops);
+  for (const op of ops) ix.writer.applyOps([op]);
+  assert.deepEqual(dumpTables(ix.db), once);
+});
+
+Deno.test("each op applied twice in a row gives the tables of each op applied once", () => {
+  const run = (times: number) => {
+    using ix = openTestIndex({ fixedClock: true });
+    for (const op of scenario()) ix.writer.applyOps(Array(times).fill(op));
+    return dumpTables(ix.db, { exclude: ["schema_migrations"] });
+  };
+  assert.deepEqual(run(2), run(1));
+});
+
+Deno.test("replaying a history with deletes changes no row content or indexing time", () => {
+  using ix = openTestIndex();
+  const ops = scenario();
+  assert.deepEqual(ix.writer.applyOps(ops), { applied: ops.length, skipped: 0 });
+  // A replay re-runs the history (a profile re-created then deleted again), so only the
+  // profiles' updated_at may move.
+  const omit = { omitColumns: ["updated_at"] };
+  const once = dumpTables(ix.db, omit);
+  ix.writer.applyOps(ops);
+  assert.deepEqual(dumpTables(ix.db, omit), once);
+});
+
+Deno.test("creates give the same tables in any arrival order", () => {
+  const omit = { omitColumns: ["id", "rowid"], exclude: ["schema_migrations"] };
+  const run = (ops: IndexOp[]) => {
+    using ix = openTestIndex({ fixedClock: true });
+    ix.writer.applyOps([...identities(), ...ops]);
+    return dumpTables(ix.db, omit);
+  };
+  const expected = run(activity());
+  assert.equal(expected.notifications.length, 11);
+  for (const seed of [1, 2, 3, 4, 5]) {
+    assert.deepEqual(run(shuffled(activity(), seed)), expected, `seed ${seed}`);
+  }
+});
+
+Deno.test("one batch and one op per batch give identical tables", () => {
+  const run = (batchSize: number) => {
+    using ix = openTestIndex({ fixedClock: true, batchSize });
+    ix.writer.applyOps(scenario());
+    assert.equal(ix.writer.stats().batches, Math.ceil(scenario().length / batchSize));
+    return dumpTables(ix.db, { exclude: ["schema_migrations"] });
+  };
+  assert.deepEqual(run(1), run(1000));
+});
+
+Deno.test("invalid ops are skipped and counted by reason while later good ops apply", () => {
+  using ix = openTestIndex();
+  const tooLong = postOp(ALICE, "bad", "x".repeat(161));
+  const ops: IndexOp[] = [
+    tooLong,
+    postOp(ALICE, "good", "fine"),
+    { ...postOp(ALICE, "g2", "other"), collection: "app.social.graph.block" },
+    { ...postOp(ALICE, "g3", "x"), collection: "com.example.anything" },
+    { ...likeOp(BOB, "l1", post(ALICE, "good")), did: "not-a-did" },
+    { ...likeOp(BOB, "l2", post(ALICE, "good")), cid: null },
+    { ...followOp(BOB, "f1", ALICE), record: { subject: "nobody", createdAt: "yesterday" } },
+    { ...profileOp(BOB, {}), rkey: "other" },
+    handleOp(BOB, "not a handle"),
+    likeOp(BOB, "l3", post(ALICE, "good")),
+  ];
+  assert.deepEqual(ix.writer.applyOps(ops), { applied: 2, skipped: 8 });
+  assert.deepEqual(ix.rows("SELECT rkey, like_count FROM posts"), [{
+    rkey: "good",
+    like_count: 1,
+  }]);
+  assert.deepEqual(ix.writer.stats().skippedByReason, {
+    invalid_op: 3,
+    invalid_record: 3,
+    unsupported_collection: 2,
+    apply_error: 0,
+  });
+  const skips = ix.rows(
+    "SELECT reason, collection, count FROM ingest_skips ORDER BY reason, collection",
+  );
+  assert.deepEqual(skips, [
+    { reason: "invalid_op", collection: "#handle", count: 1 },
+    { reason: "invalid_op", collection: COLLECTION_LIKE, count: 2 },
+    { reason: "invalid_record", collection: COLLECTION_PROFILE, count: 1 },
+    { reason: "invalid_record", collection: COLLECTION_POST, count: 1 },
+    { reason: "invalid_record", collection: COLLECTION_FOLLOW, count: 1 },
+    { reason: "unsupported_collection", collection: "*", count: 2 },
+  ]);
+  const detail = ix.row(
+    "SELECT last_detail, last_uri FROM ingest_skips WHERE collection = ?",
+    COLLECTION_POST,
+  );
+  assert.match(String(detail?.last_detail), /^Invalid text, 161 graphemes \(max 160\): "x/);
+  assert.equal(detail?.last_uri, post(ALICE, "bad"));
+});
+
+Deno.test("an op that throws is skipped alone; the rest of its batch still applies", () => {
+  using ix = openTestIndex();
+  const poison: RecordOp = postOp(ALICE, "poison", "boom", { embed: { $type: "x.y.z" } });
+  (poison.record as { embed: Record<string, unknown> }).embed.big = 1n; // JSON cannot encode it
+  const result = ix.writer.applyOps([
+    postOp(ALICE, "before", "one"),
+    poison,
+    postOp(ALICE, "after", "two"),
+  ]);
+  assert.deepEqual(result, { applied: 2, skipped: 1 });
+  assert.deepEqual(ix.rows("SELECT rkey FROM posts ORDER BY rkey"), [
+    { rkey: "after" },
+    { rkey: "before" },
+  ]);
+  assert.deepEqual(ix.row("SELECT post_count FROM profiles"), { post_count: 2 });
+  const stats = ix.writer.stats();
+  assert.equal(stats.skippedByReason.apply_error, 1);
+  assert.equal(stats.retriedBatches, 1);
+  assert.equal(ix.db.isTransaction, false);
+});
+
+Deno.test("applyOps stores the cursor in the transaction of the last batch", () => {
+  using ix = openTestIndex({ batchSize: 2 });
+  const ops = [postOp(ALICE, "a", "1"), postOp(ALICE, "b", "2"), postOp(ALICE, "c", "3")];
+  ix.writer.applyOps(ops, { cursor: { name: CURSOR_LOCAL_SEQ, value: 17 } });
+  assert.equal(readCursor(ix.db, CURSOR_LOCAL_SEQ), 17);
+  ix.writer.applyOps([], { cursor: { name: CURSOR_LOCAL_SEQ, value: 18 } });
+  assert.equal(readCursor(ix.db, CURSOR_LOCAL_SEQ), 18);
+  assert.throws(
+    () => ix.writer.applyOps([postOp(ALICE, "d", "4")], { cursor: { name: "x", value: 0.5 } }),
+    RangeError,
+  );
+  assert.deepEqual(ix.row("SELECT count(*) AS n FROM posts"), { n: 3 }, "rolled back with it");
+});
+
+Deno.test("IndexWriter refuses a batch size outside 1 to 10000", () => {
+  using ix = openTestIndex();
+  assert.throws(() => new IndexWriter(ix.db, { batchSize: 0 }), {
+    name: "RangeError",
+    message: "Batch size must be an integer from 1 to 10000: 0",
+  });
+});

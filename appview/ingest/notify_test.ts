@@ -1,0 +1,155 @@
+import assert from "node:assert/strict";
+import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
+import {
+  deleteOp,
+  didOf,
+  followOp,
+  handleOp,
+  likeOp,
+  openTestIndex,
+  postOp,
+  profileOp,
+  repostOp,
+  type TestIndex,
+  uriOf,
+} from "./_fixtures.ts";
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const CAROL = didOf("carol");
+const ALICE_POST = uriOf(ALICE, COLLECTION_POST, "p1");
+
+function notifications(ix: TestIndex) {
+  return ix.rows(
+    `SELECT recipient_did, kind, author_did, subject_uri, record_uri FROM notifications
+     ORDER BY id`,
+  );
+}
+
+Deno.test("a like notifies the liked post's author with the post as subject (spec 6.5)", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "p1", "hello"), likeOp(BOB, "l1", ALICE_POST));
+  const rows = ix.rows("SELECT * FROM notifications");
+  assert.deepEqual(rows, [{
+    id: 1,
+    recipient_did: ALICE,
+    kind: "like",
+    author_did: BOB,
+    subject_uri: ALICE_POST,
+    record_uri: uriOf(BOB, COLLECTION_LIKE, "l1"),
+    created_at: "2024-05-01T12:00:00.000Z",
+    indexed_at: "2024-06-01T00:00:02.000Z",
+    read_at: null,
+  }]);
+});
+
+Deno.test("a repost notifies the reposted post's author", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "p1", "hello"), repostOp(BOB, "r1", ALICE_POST));
+  assert.deepEqual(notifications(ix), [{
+    recipient_did: ALICE,
+    kind: "repost",
+    author_did: BOB,
+    subject_uri: ALICE_POST,
+    record_uri: `at://${BOB}/app.social.feed.repost/r1`,
+  }]);
+});
+
+Deno.test("a follow notifies the followed DID with a null subject", () => {
+  using ix = openTestIndex();
+  ix.apply(profileOp(BOB, { displayName: "Bob" }), followOp(ALICE, "f1", BOB));
+  assert.deepEqual(notifications(ix), [{
+    recipient_did: BOB,
+    kind: "follow",
+    author_did: ALICE,
+    subject_uri: null,
+    record_uri: uriOf(ALICE, COLLECTION_FOLLOW, "f1"),
+  }]);
+});
+
+Deno.test("a reply notifies the parent's author with the reply's own URI as subject", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "p1", "hello"), postOp(BOB, "b1", "hi back", { parent: ALICE_POST }));
+  const reply = uriOf(BOB, COLLECTION_POST, "b1");
+  assert.deepEqual(notifications(ix), [{
+    recipient_did: ALICE,
+    kind: "reply",
+    author_did: BOB,
+    subject_uri: reply,
+    record_uri: reply,
+  }]);
+});
+
+Deno.test("no notification to oneself: self-like, self-repost, self-reply, self-follow", () => {
+  using ix = openTestIndex();
+  ix.apply(
+    postOp(ALICE, "p1", "hello"),
+    likeOp(ALICE, "l1", ALICE_POST),
+    repostOp(ALICE, "r1", ALICE_POST),
+    postOp(ALICE, "p2", "thread", { parent: ALICE_POST }),
+    followOp(ALICE, "f1", ALICE),
+  );
+  assert.deepEqual(notifications(ix), []);
+  assert.deepEqual(ix.row("SELECT like_count, repost_count FROM posts WHERE uri = ?", ALICE_POST), {
+    like_count: 1,
+    repost_count: 1,
+  });
+});
+
+Deno.test("no notification to a recipient unknown to the index", () => {
+  using ix = openTestIndex();
+  const unknownPost = uriOf(CAROL, COLLECTION_POST, "c1");
+  ix.apply(
+    likeOp(BOB, "l1", unknownPost),
+    repostOp(BOB, "r1", unknownPost),
+    followOp(BOB, "f1", CAROL),
+    postOp(BOB, "b1", "reply", { parent: unknownPost }),
+  );
+  // Being followed created a counters-only row for CAROL; it does not make her known.
+  assert.deepEqual(ix.row("SELECT has_record, handle FROM profiles WHERE did = ?", CAROL), {
+    has_record: 0,
+    handle: null,
+  });
+  ix.apply(followOp(ALICE, "f2", CAROL));
+  assert.deepEqual(notifications(ix), []);
+});
+
+Deno.test("a recipient is known through a post, a profile record or a handle", () => {
+  using ix = openTestIndex();
+  ix.apply(
+    postOp(ALICE, "p1", "hello"),
+    profileOp(BOB, {}),
+    handleOp(CAROL, "carol.test"),
+    followOp(didOf("dave"), "d1", ALICE),
+    followOp(didOf("dave"), "d2", BOB),
+    followOp(didOf("dave"), "d3", CAROL),
+  );
+  const recipients = notifications(ix).map((n) => n.recipient_did);
+  assert.deepEqual(recipients, [ALICE, BOB, CAROL]);
+});
+
+Deno.test("unlike then relike creates no second notification (spec 3.1)", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "p1", "hello"), likeOp(BOB, "l1", ALICE_POST));
+  ix.apply(deleteOp(BOB, COLLECTION_LIKE, "l1"));
+  assert.equal(notifications(ix).length, 1, "the unlike keeps the notification");
+  ix.apply(likeOp(BOB, "l2", ALICE_POST));
+  assert.equal(notifications(ix).length, 1);
+  assert.deepEqual(ix.row("SELECT like_count FROM posts"), { like_count: 1 });
+});
+
+Deno.test("unfollow then refollow creates no second notification", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "p1", "hello"), followOp(BOB, "f1", ALICE));
+  ix.apply(deleteOp(BOB, COLLECTION_FOLLOW, "f1"), followOp(BOB, "f2", ALICE));
+  assert.equal(notifications(ix).length, 1);
+});
+
+Deno.test("a redelivered reply creates no second notification", () => {
+  using ix = openTestIndex();
+  const reply = postOp(BOB, "b1", "hi", { parent: ALICE_POST });
+  ix.apply(postOp(ALICE, "p1", "hello"), reply);
+  ix.apply(reply);
+  ix.apply({ ...postOp(BOB, "b1", "hi, edited", { parent: ALICE_POST }), action: "update" });
+  assert.equal(notifications(ix).length, 1);
+});
