@@ -1,0 +1,110 @@
+/**
+ * `POST /internal/ingest-commit` (spec 4.2, 5.3, 6.4; DESIGN.md section 4): the account host's
+ * best-effort push of each commit.
+ *
+ * Authentication: `Authorization: Bearer <APPVIEW_INGEST_SECRET>`, compared in constant time
+ * (SHA-256 of both sides, then `timingSafeEqual`, so neither the content nor the length of the
+ * secret leaks through timing). A missing or wrong secret is 401. When the secret is unset every
+ * caller is accepted (the startup warning is logged by `warnRelaxedSettings`).
+ *
+ * The body is read up to {@link MAX_PUSH_BODY_BYTES} (413 beyond), must be JSON (400 otherwise)
+ * and a valid push payload (400 naming the bad field). Success is `{ok: true, applied: n}`.
+ *
+ * @module
+ */
+
+import { createHash, timingSafeEqual } from "node:crypto";
+import { Hono } from "hono";
+import { OpsError } from "../../shared/ops.ts";
+import type { AppviewContext } from "../context.ts";
+import { applyPush } from "../ingest/push.ts";
+import { ApiError, errorBody, invalidRequest } from "./errors.ts";
+
+/** Path of the push endpoint. */
+export const INGEST_COMMIT_PATH = "/internal/ingest-commit";
+/** Largest push body accepted: 2 MiB (a commit holds at most 200 ops of small records). */
+export const MAX_PUSH_BODY_BYTES = 2 * 1024 * 1024;
+
+/** Routes of the push endpoint, mounted by `createAppviewApp`. */
+export function ingestRoutes(ctx: AppviewContext, opts: { maxBodyBytes?: number } = {}): Hono {
+  const maxBytes = opts.maxBodyBytes ?? MAX_PUSH_BODY_BYTES;
+  const expected = ctx.config.ingestSecret === null ? null : digest(ctx.config.ingestSecret);
+  const log = ctx.log.child("push");
+  const app = new Hono();
+  app.post(INGEST_COMMIT_PATH, async (c) => {
+    if (expected !== null) checkSecret(c.req.header("authorization"), expected);
+    const bytes = await readBounded(c.req.raw, maxBytes);
+    let payload: unknown;
+    try {
+      payload = JSON.parse(UTF8.decode(bytes));
+    } catch {
+      log.warn("Push rejected: body is not valid JSON", { bytes: bytes.length });
+      throw invalidRequest("Request body is not valid JSON");
+    }
+    let applied: number;
+    try {
+      applied = applyPush(ctx, payload).applied;
+    } catch (e) {
+      if (!(e instanceof OpsError)) throw e;
+      log.warn("Push rejected: malformed payload", { error: e });
+      throw invalidRequest(e.message);
+    }
+    return c.json({ ok: true, applied });
+  });
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return c.json(errorBody(err.error, err.message), err.status);
+    log.error("Push failed", { error: err });
+    return c.json(errorBody("InternalServerError", "Internal server error"), 500);
+  });
+  return app;
+}
+
+function digest(value: string): Uint8Array {
+  return createHash("sha256").update(value, "utf8").digest();
+}
+
+function checkSecret(header: string | undefined, expected: Uint8Array): void {
+  const match = /^bearer +(\S+) *$/i.exec(header ?? "");
+  if (match === null) {
+    throw new ApiError(401, "AuthMissing", "Bearer authorization header is missing");
+  }
+  if (!timingSafeEqual(digest(match[1]), expected)) {
+    throw new ApiError(401, "AuthInvalid", "Ingest secret does not match");
+  }
+}
+
+function tooLarge(maxBytes: number): ApiError {
+  return new ApiError(413, "PayloadTooLarge", `Request body is larger than ${maxBytes} bytes`);
+}
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Reads the request body, failing with 413 past `maxBytes` without buffering more. */
+async function readBounded(req: Request, maxBytes: number): Promise<Uint8Array> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxBytes) {
+    await req.body?.cancel().catch(() => {});
+    throw tooLarge(maxBytes);
+  }
+  if (req.body === null) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = req.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return bytes;
+}

@@ -1,0 +1,268 @@
+/**
+ * Test helpers of the ingest sources: one logical commit rendered as a `subscribeRepos` frame, a
+ * push body and Jetstream events (same records, same CIDs); a fake `subscribeRepos` server (a real
+ * WebSocket server on port 0 with stored replay after a cursor); and a log capture.
+ *
+ * @module
+ */
+
+import { writeCar } from "../../shared/car.ts";
+import { type CID, encodeBlock, formatCid } from "../../shared/cid.ts";
+import { encodeFrame } from "../../shared/frame.ts";
+import { fromLexJson } from "../../shared/lex_json.ts";
+import { createLogger, type Logger } from "../../shared/log.ts";
+import type { RecordOp } from "../../shared/ops.ts";
+import { encodeTid } from "../../shared/tid.ts";
+import { loadAppviewConfig } from "../config.ts";
+import type { AppviewContext } from "../context.ts";
+import { openIndexDb } from "../db/open.ts";
+import { IndexWriter } from "./apply_ops.ts";
+import { serveOnPort0, type TestServer, waitFor } from "../../tests/_util.ts";
+
+/** Path of the stream endpoint. */
+export const SUBSCRIBE_REPOS_PATH = "/xrpc/com.atproto.sync.subscribeRepos";
+const TIME = "2024-05-01T12:00:00.000Z";
+
+/** One commit of one repository, ready for the three sources. */
+export interface TestCommit {
+  readonly did: string;
+  readonly seq: number;
+  readonly rev: string;
+  /** Record ops with the real CIDs of their DAG-CBOR blocks. */
+  readonly ops: readonly RecordOp[];
+  /** Handle the account host supplies in the push body. */
+  readonly handle: string | null;
+  /** The `subscribeRepos` frame. */
+  frame(opts?: { cidForm?: "instance" | "string" }): Uint8Array;
+  /** The `/internal/ingest-commit` body. */
+  push(): Record<string, unknown>;
+  /** Jetstream events, one per op, `time_us` from `firstTimeUs` up. */
+  jetstream(firstTimeUs: number): Record<string, unknown>[];
+}
+
+/**
+ * Builds a commit of `ops` (all by the same DID; their CIDs are replaced by the real CIDs of the
+ * records' DAG-CBOR blocks, links binary as the account host writes them).
+ */
+export function makeCommit(
+  seq: number,
+  ops: readonly RecordOp[],
+  opts: { handle?: string | null } = {},
+): TestCommit {
+  const did = ops[0].did;
+  const rev = encodeTid(1_714_564_800_000_000 + seq, 1);
+  const blocks: ({ cid: CID; bytes: Uint8Array } | null)[] = ops.map((op) =>
+    op.record === null ? null : encodeBlock(fromLexJson(op.record))
+  );
+  const real: RecordOp[] = ops.map((op, i) => ({
+    ...op,
+    cid: blocks[i] === null ? null : formatCid(blocks[i]!.cid),
+  }));
+  const commitBlock = encodeBlock({
+    did,
+    version: 3,
+    data: blocks.find((b) => b)?.cid ?? null,
+    rev,
+  });
+  return {
+    did,
+    seq,
+    rev,
+    ops: real,
+    handle: opts.handle ?? null,
+    frame({ cidForm = "instance" } = {}) {
+      const present = blocks.filter((b): b is { cid: CID; bytes: Uint8Array } => b !== null);
+      return encodeFrame({ op: 1, t: "#commit" }, {
+        seq,
+        rebase: false,
+        tooBig: false,
+        repo: did,
+        commit: commitBlock.cid,
+        rev,
+        since: null,
+        blocks: writeCar([commitBlock.cid], [commitBlock, ...present]),
+        ops: real.map((op, i) => ({
+          action: op.action,
+          path: `${op.collection}/${op.rkey}`,
+          cid: blocks[i] === null ? null : cidForm === "instance" ? blocks[i]!.cid : op.cid,
+        })),
+        blobs: [],
+        time: TIME,
+      });
+    },
+    push() {
+      const body: Record<string, unknown> = {
+        did,
+        rev,
+        commit: formatCid(commitBlock.cid),
+        ops: real.map((op) => ({
+          action: op.action,
+          collection: op.collection,
+          rkey: op.rkey,
+          cid: op.cid,
+          record: op.record,
+        })),
+      };
+      if (this.handle !== null) body.handle = this.handle;
+      return JSON.parse(JSON.stringify(body));
+    },
+    jetstream(firstTimeUs) {
+      return real.map((op, i) => {
+        const commit: Record<string, unknown> = {
+          rev,
+          operation: op.action,
+          collection: op.collection,
+          rkey: op.rkey,
+        };
+        if (op.record !== null) {
+          commit.record = op.record;
+          commit.cid = op.cid;
+        }
+        return JSON.parse(
+          JSON.stringify({ did, time_us: firstTimeUs + i, kind: "commit", commit }),
+        );
+      });
+    },
+  };
+}
+
+/** An `#info` frame. */
+export function infoFrame(name: string, message?: string): Uint8Array {
+  return encodeFrame({ op: 1, t: "#info" }, message === undefined ? { name } : { name, message });
+}
+
+/** An error frame. */
+export function errorFrame(error: string, message?: string): Uint8Array {
+  return encodeFrame({ op: -1 }, message === undefined ? { error } : { error, message });
+}
+
+/** A fake `subscribeRepos`: stored frames replayed after the client's cursor, then live. */
+export interface FakeRepoStream extends AsyncDisposable {
+  /** WebSocket URL of the endpoint. */
+  readonly url: string;
+  /** `cursor` query value of every connection (null when absent). */
+  readonly cursors: (string | null)[];
+  /** Stores a frame with its seq and sends it to every open client. */
+  append(seq: number, frame: Uint8Array): void;
+  /** Sends raw bytes (or text) to every open client without storing them. */
+  sendRaw(data: Uint8Array | string): void;
+  openCount(): number;
+  dropClients(): void;
+  waitForClients(n?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Options of {@link startFakeRepoStream}. */
+export interface FakeRepoStreamOptions {
+  /** Replay ignores the cursor and sends every stored frame (to test duplicate dropping). */
+  ignoreCursor?: boolean;
+  /** Replay sends this many frames, then yields to the event loop (to pace a long replay). */
+  replayChunk?: number;
+  /** Pause between replay chunks, ms. */
+  replayPauseMs?: number;
+}
+
+/** Starts a fake `subscribeRepos` server on port 0. */
+export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoStream {
+  const stored: { seq: number; frame: Uint8Array }[] = [];
+  /** Sockets that finished replay and receive live frames. */
+  const sockets = new Set<WebSocket>();
+  /** Every open socket. */
+  const all = new Set<WebSocket>();
+  const cursors: (string | null)[] = [];
+  const replays = new Set<Promise<void>>();
+  let closing = false;
+  const server: TestServer = serveOnPort0((req) => {
+    const url = new URL(req.url);
+    if (url.pathname !== SUBSCRIBE_REPOS_PATH || req.headers.get("upgrade") !== "websocket") {
+      return new Response("not found", { status: 404 });
+    }
+    const cursor = url.searchParams.get("cursor");
+    cursors.push(cursor);
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    socket.onopen = () => {
+      all.add(socket);
+      const after = opts.ignoreCursor || cursor === null ? 0 : Number(cursor);
+      const replay = (async () => {
+        const chunk = opts.replayChunk ?? Infinity;
+        let sent = 0;
+        for (let i = 0;; i++) {
+          if (closing || socket.readyState !== WebSocket.OPEN) return;
+          if (i >= stored.length) {
+            // No await between the last check and joining the live set: nothing is missed.
+            sockets.add(socket);
+            return;
+          }
+          if (stored[i].seq <= after) continue;
+          socket.send(stored[i].frame);
+          if (++sent % chunk === 0) {
+            await new Promise((r) => setTimeout(r, opts.replayPauseMs ?? 0));
+          }
+        }
+      })();
+      replays.add(replay);
+      replay.finally(() => replays.delete(replay));
+    };
+    const forget = () => {
+      sockets.delete(socket);
+      all.delete(socket);
+    };
+    socket.onclose = forget;
+    socket.onerror = forget;
+    return response;
+  });
+  const send = (data: Uint8Array | string) => {
+    for (const s of sockets) if (s.readyState === WebSocket.OPEN) s.send(data);
+  };
+  const dropClients = () => {
+    for (const s of all) {
+      try {
+        s.close(1000);
+      } catch { /* closing */ }
+    }
+  };
+  const close = async () => {
+    closing = true;
+    await Promise.all(replays);
+    dropClients();
+    await waitFor(() => all.size === 0, { timeoutMs: 2000 }).catch(() => {});
+    await server.close();
+  };
+  return {
+    url: `ws://127.0.0.1:${server.port}${SUBSCRIBE_REPOS_PATH}`,
+    cursors,
+    append(seq, frame) {
+      stored.push({ seq, frame });
+      send(frame);
+    },
+    sendRaw: send,
+    openCount: () => all.size,
+    dropClients,
+    waitForClients: (n = 1) =>
+      waitFor(() => sockets.size >= n, { message: `${n} stream clients` }).then(() => {}),
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+/** A debug-level logger whose lines are kept (parsed) for assertions. */
+export function captureLogger(): { log: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger("test", { level: "debug", sink: (l) => lines.push(JSON.parse(l)) });
+  return { log, lines };
+}
+
+/** A context over a fresh database (`:memory:` unless `dbPath`), closed on dispose. */
+export function openTestContext(
+  opts: { dbPath?: string; log?: Logger; now?: () => Date; env?: Record<string, string> } = {},
+): AppviewContext & Disposable {
+  const config = loadAppviewConfig({ DATA_DIR: "/nonexistent", ...opts.env });
+  const db = openIndexDb(opts.dbPath ?? ":memory:");
+  const log = opts.log ?? createLogger("test", { level: "error", sink: () => {} });
+  const now = opts.now ?? (() => new Date());
+  const writer = new IndexWriter(db, { now, log });
+  return { config, db, writer, log, now, [Symbol.dispose]: () => db.close() };
+}
+
+/** A clock pinned to one instant (identical rows whatever the arrival time). */
+export const FIXED_NOW = () => new Date("2024-06-01T00:00:00.000Z");

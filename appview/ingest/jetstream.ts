@@ -1,0 +1,111 @@
+/**
+ * Public-stream consumer (spec 6.3; DESIGN.md section 4 "Public stream"): a Jetstream JSON client
+ * of `config.jetstreamUrl` (`?wantedCollections=app.social.*`), disabled when that is null.
+ *
+ * The cursor is Jetstream's `time_us` (microseconds, about 1.7e15), stored in its own row
+ * (`CURSOR_PUBLIC_TIME_US`, never the local stream's) in the transaction of the ops it covers.
+ * On (re)connect it is rewound a few seconds, as Jetstream advises; redelivered events are
+ * harmless because the write path is idempotent. The cursor never moves backwards. Identity
+ * events become `HandleOp`s. Malformed events are skipped with a log line.
+ *
+ * @module
+ */
+
+import { SOCIAL_COLLECTION_GLOB } from "../../shared/nsid.ts";
+import { opsFromJetstream } from "../../shared/ops.ts";
+import type { AppviewContext } from "../context.ts";
+import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../db/state.ts";
+import {
+  type DecodedMessage,
+  messageOf,
+  StreamConsumer,
+  type StreamConsumerOptions,
+  type StreamControl,
+  type StreamProtocol,
+} from "./stream_consumer.ts";
+
+/** How far the cursor is rewound on (re)connect: 5 seconds, in microseconds. */
+export const JETSTREAM_REWIND_US = 5_000_000;
+/** Largest event accepted (characters of JSON text). */
+export const MAX_JETSTREAM_EVENT_CHARS = 2 * 1024 * 1024;
+
+/** Options of {@link createJetstreamConsumer}. */
+export interface JetstreamOptions extends StreamConsumerOptions {
+  /** Jetstream `/subscribe` URL. Default `ctx.config.jetstreamUrl`. */
+  url?: string;
+}
+
+/** The Jetstream side of the public-stream consumer. */
+export class JetstreamProtocol implements StreamProtocol {
+  readonly consumer = CONSUMER_PUBLIC;
+  readonly cursorName = CURSOR_PUBLIC_TIME_US;
+  readonly #url: string;
+
+  constructor(url: string) {
+    this.#url = url;
+  }
+
+  connectUrl(cursor: number | null): string {
+    const url = new URL(this.#url);
+    url.searchParams.set("wantedCollections", SOCIAL_COLLECTION_GLOB);
+    if (cursor !== null) {
+      url.searchParams.set("cursor", String(Math.max(0, cursor - JETSTREAM_REWIND_US)));
+    } else {
+      url.searchParams.delete("cursor");
+    }
+    return url.href;
+  }
+
+  decode(
+    data: string | ArrayBuffer,
+    cursor: number | null,
+    control: StreamControl,
+  ): DecodedMessage | null {
+    const { log } = control;
+    if (typeof data !== "string") {
+      log.warn("Binary event skipped: Jetstream events are JSON text", { bytes: data.byteLength });
+      control.fail("Binary event skipped");
+      return null;
+    }
+    if (data.length > MAX_JETSTREAM_EVENT_CHARS) {
+      log.warn("Event skipped: too large", { length: data.length });
+      control.fail(`Event skipped: ${data.length} characters`);
+      return null;
+    }
+    let event: unknown;
+    try {
+      event = JSON.parse(data);
+    } catch (e) {
+      log.warn("Event skipped: not valid JSON", { error: e, length: data.length });
+      control.fail(`Event skipped: ${messageOf(e)}`);
+      return null;
+    }
+    const timeUs = (event as { time_us?: unknown } | null)?.time_us;
+    if (typeof timeUs !== "number" || !Number.isSafeInteger(timeUs) || timeUs < 0) {
+      log.warn("Event skipped: invalid time_us", { time_us: String(timeUs) });
+      control.fail(`Event skipped: invalid time_us ${String(timeUs)}`);
+      return null;
+    }
+    const next = cursor === null ? timeUs : Math.max(cursor, timeUs);
+    try {
+      return { ops: opsFromJetstream(event), cursor: next };
+    } catch (e) {
+      log.warn("Event skipped: it cannot be converted", { time_us: timeUs, error: e });
+      control.fail(`Event ${timeUs} skipped: ${messageOf(e)}`);
+      return { ops: [], cursor: next };
+    }
+  }
+}
+
+/**
+ * Builds the public-stream consumer, or null when no Jetstream URL is configured (the caller then
+ * reports the consumer as disabled).
+ */
+export function createJetstreamConsumer(
+  ctx: AppviewContext,
+  opts: JetstreamOptions = {},
+): StreamConsumer | null {
+  const url = opts.url ?? ctx.config.jetstreamUrl;
+  if (url === null) return null;
+  return new StreamConsumer(ctx, new JetstreamProtocol(url), opts);
+}

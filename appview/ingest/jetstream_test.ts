@@ -1,0 +1,169 @@
+import assert from "node:assert/strict";
+import { COLLECTION_FOLLOW, COLLECTION_POST } from "../../shared/nsid.ts";
+import { startFakeJetstream, waitFor } from "../../tests/_util.ts";
+import {
+  CONSUMER_PUBLIC,
+  CURSOR_LOCAL_SEQ,
+  CURSOR_PUBLIC_TIME_US,
+  readConsumerStatus,
+  readCursor,
+} from "../db/state.ts";
+import { didOf, followOp, postOp } from "./_fixtures.ts";
+import { captureLogger, makeCommit, openTestContext } from "./_stream_testing.ts";
+import { createJetstreamConsumer, JETSTREAM_REWIND_US, JetstreamProtocol } from "./jetstream.ts";
+import type { StreamConsumer } from "./stream_consumer.ts";
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const T0 = 1_725_911_162_329_308;
+const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
+
+function postEvent(i: number, did = ALICE): Record<string, unknown> {
+  return makeCommit(i, [postOp(did, `3kaaaaaaaa${String(i).padStart(3, "a")}`, `post ${i}`)])
+    .jetstream(T0 + i * 10)[0];
+}
+
+function count(ctx: { db: { prepare(s: string): { get(): unknown } } }, table: string): number {
+  return (ctx.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+}
+
+function started(consumer: StreamConsumer | null): StreamConsumer {
+  assert.ok(consumer !== null);
+  consumer.start();
+  return consumer;
+}
+
+Deno.test("public consumer asks for app.social.* and applies commit events (spec 6.3)", async () => {
+  await using js = startFakeJetstream();
+  using ctx = openTestContext();
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await js.waitForClients(1);
+  assert.equal(js.requests[0].get("wantedCollections"), "app.social.*");
+  assert.equal(js.requests[0].get("cursor"), null);
+  js.send(postEvent(1));
+  js.send(postEvent(2, BOB));
+  await waitFor(() => consumer.status().cursor === T0 + 20);
+  assert.equal(count(ctx, "posts"), 2);
+  assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), T0 + 20);
+  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), null);
+  assert.equal(readConsumerStatus(ctx.db, CONSUMER_PUBLIC)?.state, "live");
+});
+
+Deno.test("public consumer rewinds the stored cursor a few seconds on reconnect", async () => {
+  await using js = startFakeJetstream();
+  using ctx = openTestContext();
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await js.waitForClients(1);
+  js.send(postEvent(1));
+  await waitFor(() => consumer.status().cursor === T0 + 10);
+  js.dropClients();
+  await waitFor(() => js.requests.length === 2);
+  assert.equal(js.requests[1].get("cursor"), String(T0 + 10 - JETSTREAM_REWIND_US));
+  assert.equal(js.requests[1].get("wantedCollections"), "app.social.*");
+  // Redelivery after the rewind is harmless and the cursor never moves backwards.
+  await js.waitForClients(1);
+  js.send(postEvent(1));
+  js.send({ did: ALICE, time_us: T0 + 5, kind: "account", account: { active: true, did: ALICE } });
+  js.send(postEvent(3));
+  await waitFor(() => count(ctx, "posts") === 2);
+  assert.equal(consumer.status().cursor, T0 + 30);
+});
+
+Deno.test("public consumer applies identity events as handle updates", async () => {
+  await using js = startFakeJetstream();
+  using ctx = openTestContext();
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await js.waitForClients(1);
+  js.send(postEvent(1));
+  js.send({
+    did: ALICE,
+    time_us: T0 + 50,
+    kind: "identity",
+    identity: { did: ALICE, handle: "Alice.Example.com", seq: 1, time: "2024-09-05T06:11:04.870Z" },
+  });
+  await waitFor(() => consumer.status().cursor === T0 + 50);
+  assert.equal(
+    ctx.db.prepare("SELECT handle FROM posts WHERE did = ?").get(ALICE)?.handle,
+    "alice.example.com",
+  );
+});
+
+Deno.test("public consumer resolves a follow delete by rkey (spec 6.3)", async () => {
+  await using js = startFakeJetstream();
+  using ctx = openTestContext();
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await js.waitForClients(1);
+  const follow = makeCommit(1, [followOp(BOB, "3kfollowfoll2", ALICE)]).jetstream(T0 + 1)[0];
+  js.send(follow);
+  js.send({
+    did: BOB,
+    time_us: T0 + 2,
+    kind: "commit",
+    commit: {
+      rev: "3l3qo2vutsw2b",
+      operation: "delete",
+      collection: COLLECTION_FOLLOW,
+      rkey: "3kfollowfoll2",
+    },
+  });
+  await waitFor(() => consumer.status().cursor === T0 + 2);
+  assert.equal(count(ctx, "follows"), 0);
+});
+
+Deno.test("public consumer skips malformed events with a log line and applies later ones", async () => {
+  await using js = startFakeJetstream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await js.waitForClients(1);
+  const bad = [
+    "{not json",
+    "",
+    "null",
+    JSON.stringify({ did: ALICE, kind: "commit" }),
+    JSON.stringify({ did: ALICE, time_us: "soon", kind: "commit" }),
+    JSON.stringify({ did: ALICE, time_us: T0 + 1, kind: "mystery" }),
+    JSON.stringify({ did: "nope", time_us: T0 + 2, kind: "commit", commit: {} }),
+    JSON.stringify({
+      did: ALICE,
+      time_us: T0 + 3,
+      kind: "commit",
+      commit: {
+        operation: "create",
+        collection: COLLECTION_POST,
+        rkey: "3kaaaaaaaaaa2",
+        cid: "nope",
+        record: {},
+      },
+    }),
+    JSON.stringify({ did: ALICE, time_us: 1e300, kind: "commit" }),
+  ];
+  for (const text of bad) js.send(text);
+  js.send(postEvent(5));
+  await waitFor(() => consumer.status().cursor === T0 + 50);
+  const skipped = lines.filter((l) => l.level === "warn" && /skipped/.test(String(l.msg)));
+  assert.equal(skipped.length, bad.length, JSON.stringify(skipped.map((l) => l.msg)));
+  assert.equal(count(ctx, "posts"), 1);
+  assert.equal(js.requests.length, 1);
+  assert.equal(consumer.status().state, "live");
+});
+
+Deno.test("public consumer is not built when no Jetstream URL is configured", () => {
+  using ctx = openTestContext();
+  assert.equal(ctx.config.jetstreamUrl, null);
+  assert.equal(createJetstreamConsumer(ctx), null);
+});
+
+Deno.test("JetstreamProtocol keeps other query parameters of the configured URL", () => {
+  const p = new JetstreamProtocol("wss://js.example/subscribe?compress=false");
+  assert.equal(
+    p.connectUrl(null),
+    "wss://js.example/subscribe?compress=false&wantedCollections=app.social.*",
+  );
+  assert.equal(
+    p.connectUrl(T0),
+    `wss://js.example/subscribe?compress=false&wantedCollections=app.social.*&cursor=${
+      T0 - JETSTREAM_REWIND_US
+    }`,
+  );
+});

@@ -1,0 +1,331 @@
+import assert from "node:assert/strict";
+import { writeCar } from "../../shared/car.ts";
+import { encodeCbor } from "../../shared/cbor.ts";
+import { encodeBlock } from "../../shared/cid.ts";
+import { encodeFrame } from "../../shared/frame.ts";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { waitFor } from "../../tests/_util.ts";
+import {
+  CONSUMER_LOCAL,
+  CURSOR_LOCAL_SEQ,
+  CURSOR_PUBLIC_TIME_US,
+  readConsumerStatus,
+  readCursor,
+} from "../db/state.ts";
+import { didOf, likeOp, postOp, uriOf } from "./_fixtures.ts";
+import {
+  captureLogger,
+  errorFrame,
+  infoFrame,
+  makeCommit,
+  openTestContext,
+  startFakeRepoStream,
+} from "./_stream_testing.ts";
+import { createLocalStreamConsumer, LocalStreamProtocol } from "./local_stream.ts";
+import { backoffDelay } from "./stream_consumer.ts";
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
+
+function postCommit(seq: number, did = ALICE) {
+  return makeCommit(seq, [postOp(did, `3kaaaaaaaa${String(seq).padStart(3, "a")}`, `post ${seq}`)]);
+}
+
+function postCount(db: { prepare(sql: string): { get(): unknown } }): number {
+  return (db.prepare("SELECT count(*) AS n FROM posts").get() as { n: number }).n;
+}
+
+Deno.test("local consumer applies #commit frames and stores seq in its own cursor row (spec 6.2 rules 2-3)", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 3);
+  assert.equal(postCount(ctx.db), 3);
+  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), 3);
+  assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), null);
+  assert.deepEqual(stream.cursors, ["0"]);
+  const row = readConsumerStatus(ctx.db, CONSUMER_LOCAL);
+  assert.equal(row?.state, "live");
+});
+
+Deno.test("local consumer resumes after the stored cursor when the connection drops", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  stream.append(1, postCommit(1).frame());
+  stream.append(2, postCommit(2).frame());
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 2);
+  stream.dropClients();
+  await waitFor(() => stream.cursors.length === 2 && consumer.status().state === "live");
+  assert.deepEqual(stream.cursors, ["0", "2"]);
+  stream.append(3, postCommit(3).frame());
+  await waitFor(() => consumer.status().cursor === 3);
+  assert.equal(postCount(ctx.db), 3);
+});
+
+Deno.test("local consumer restarted on the same database resumes from the persisted seq", async () => {
+  await using stream = startFakeRepoStream({ ignoreCursor: true });
+  using ctx = openTestContext();
+  for (let seq = 1; seq <= 4; seq++) stream.append(seq, postCommit(seq).frame());
+  const first = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  first.start();
+  await waitFor(() => first.status().cursor === 4);
+  await first.close();
+  const applied = ctx.writer.stats().applied;
+  const { log, lines } = captureLogger();
+  // The fake replays everything from seq 1 (ignoring the cursor): all four are duplicates.
+  await using second = createLocalStreamConsumer({ ...ctx, log }, { url: stream.url, ...FAST });
+  second.start();
+  await waitFor(() => lines.filter((l) => l.msg === "Duplicate frame dropped").length === 4);
+  assert.equal(stream.cursors[1], "4");
+  stream.append(5, postCommit(5).frame());
+  await waitFor(() => second.status().cursor === 5);
+  assert.equal(ctx.writer.stats().applied, applied + 1);
+  assert.equal(postCount(ctx.db), 5);
+});
+
+Deno.test("local consumer accepts CID links in binary and string form (spec 6.2 rule 3)", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  stream.append(1, postCommit(1).frame({ cidForm: "instance" }));
+  stream.append(2, postCommit(2).frame({ cidForm: "string" }));
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 2);
+  assert.equal(postCount(ctx.db), 2);
+});
+
+/** Frames a hostile or broken account host could send. */
+function hostileFrames(): { name: string; data: Uint8Array | string }[] {
+  const good = postCommit(90).frame();
+  const random = crypto.getRandomValues(new Uint8Array(512));
+  // A record block whose bytes do not hash to the CID the CAR and the op name.
+  const record = encodeBlock({
+    $type: COLLECTION_POST,
+    text: "real",
+    createdAt: "2024-05-01T12:00:00.000Z",
+  });
+  const forged = {
+    cid: record.cid,
+    bytes: encodeCbor({
+      $type: COLLECTION_POST,
+      text: "forged",
+      createdAt: "2024-05-01T12:00:00.000Z",
+    }),
+  };
+  const badCar = encodeFrame({ op: 1, t: "#commit" }, {
+    seq: 91,
+    repo: ALICE,
+    ops: [{ action: "create", path: `${COLLECTION_POST}/3kbbbbbbbbbb2`, cid: record.cid }],
+    blocks: writeCar([record.cid], [forged]),
+  });
+  // A CAR whose first section declares about 2^62 bytes.
+  const hugeVarint = new Uint8Array([
+    ...writeCar([record.cid], []),
+    0xff,
+    0xff,
+    0xff,
+    0xff,
+    0xff,
+    0xff,
+    0xff,
+    0xff,
+    0x3f,
+  ]);
+  const hugeCar = encodeFrame({ op: 1, t: "#commit" }, {
+    seq: 92,
+    repo: ALICE,
+    ops: [{ action: "create", path: `${COLLECTION_POST}/3kbbbbbbbbbc2`, cid: record.cid }],
+    blocks: hugeVarint,
+  });
+  // A CBOR byte string declaring 2^40 bytes right after the header.
+  const head = encodeCbor({ t: "#commit", op: 1 });
+  const hugeCbor = new Uint8Array([
+    ...head,
+    0xa1,
+    0x61,
+    0x78,
+    0x5b,
+    0,
+    0,
+    1,
+    0,
+    0,
+    0,
+    0,
+    0,
+    1,
+    2,
+    3,
+  ]);
+  return [
+    { name: "random bytes", data: random },
+    { name: "empty frame", data: new Uint8Array(0) },
+    { name: "truncated CBOR", data: good.slice(0, good.length - 7) },
+    { name: "header only", data: head },
+    { name: "trailing bytes", data: new Uint8Array([...good, 0x01]) },
+    { name: "CAR block not matching its CID", data: badCar },
+    { name: "huge CAR varint", data: hugeCar },
+    { name: "huge CBOR length", data: hugeCbor },
+    { name: "text frame", data: '{"op":1}' },
+    { name: "commit without seq", data: encodeFrame({ op: 1, t: "#commit" }, { repo: ALICE }) },
+    {
+      name: "commit with bad repo",
+      data: encodeFrame({ op: 1, t: "#commit" }, {
+        seq: 93,
+        repo: "nope",
+        ops: [],
+        blocks: new Uint8Array(),
+      }),
+    },
+  ];
+}
+
+Deno.test("local consumer skips hostile frames with a log line, keeps its connection and applies later commits", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await stream.waitForClients(1);
+  const hostile = hostileFrames();
+  for (const { data } of hostile) stream.sendRaw(data);
+  stream.append(100, postCommit(100).frame());
+  await waitFor(() => consumer.status().cursor === 100);
+  const skipped = lines.filter((l) => l.level === "warn" && /skipped/.test(String(l.msg)));
+  assert.equal(skipped.length, hostile.length, JSON.stringify(skipped.map((l) => l.msg)));
+  assert.deepEqual(stream.cursors, ["0"]);
+  assert.equal(consumer.status().state, "live");
+  assert.equal(postCount(ctx.db), 1);
+  assert.equal(
+    ctx.db.prepare("SELECT count(*) AS n FROM posts WHERE uri = ?").get(
+      uriOf(ALICE, COLLECTION_POST, "3kbbbbbbbbbb2"),
+    )?.n,
+    0,
+  );
+  assert.ok(consumer.status().lastError !== null);
+});
+
+Deno.test("local consumer rejects a frame over its size bound", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: stream.url,
+    maxFrameBytes: 64 * 1024,
+    ...FAST,
+  });
+  consumer.start();
+  await stream.waitForClients(1);
+  stream.sendRaw(makeCommit(1, [postOp(ALICE, "3kzzzzzzzzzz2", "x".repeat(150))]).frame());
+  stream.sendRaw(new Uint8Array(65 * 1024));
+  stream.append(2, postCommit(2).frame());
+  await waitFor(() => consumer.status().cursor === 2);
+  const tooBig = lines.filter((l) =>
+    l.msg === "Frame skipped: it cannot be decoded" &&
+    /over the 65536 byte limit/.test(String((l.error as { message: string }).message))
+  );
+  assert.equal(tooBig.length, 1);
+  assert.equal(postCount(ctx.db), 2);
+});
+
+Deno.test("local consumer logs #info OutdatedCursor and keeps consuming (spec 6.1 rule 5)", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await stream.waitForClients(1);
+  stream.sendRaw(
+    infoFrame("OutdatedCursor", "Requested cursor exceeded limit. Possibly missing events"),
+  );
+  stream.append(1, postCommit(1).frame());
+  await waitFor(() => consumer.status().cursor === 1);
+  assert.equal(
+    lines.filter((l) =>
+      l.level === "warn" && /older than the stream's retention/.test(String(l.msg))
+    )
+      .length,
+    1,
+  );
+  assert.deepEqual(stream.cursors, ["0"]);
+});
+
+Deno.test("local consumer drops the connection on an error frame and reconnects with backoff", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  stream.append(1, postCommit(1).frame());
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 1);
+  stream.sendRaw(errorFrame("FutureCursor", "Cursor in the future."));
+  await waitFor(() => stream.cursors.length === 2);
+  assert.equal(stream.cursors[1], "1");
+  assert.equal(consumer.status().lastError, "Stream error FutureCursor: Cursor in the future.");
+  stream.append(2, postCommit(2).frame());
+  await waitFor(() => consumer.status().cursor === 2);
+});
+
+Deno.test("local consumer applies frames that queue up together in fewer transactions", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  const frames = Array.from({ length: 300 }, (_, i) => postCommit(i + 1, i % 2 ? BOB : ALICE));
+  for (const c of frames) stream.append(c.seq, c.frame());
+  const before = ctx.writer.stats().batches;
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 300);
+  assert.equal(postCount(ctx.db), 300);
+  const batches = ctx.writer.stats().batches - before;
+  assert.ok(batches < 300, `expected batching, got ${batches} transactions for 300 frames`);
+});
+
+Deno.test("local consumer reports backoff with the error while the account host is unreachable", async () => {
+  const stream = startFakeRepoStream();
+  const url = stream.url;
+  await stream.close();
+  using ctx = openTestContext();
+  await using consumer = createLocalStreamConsumer(ctx, { url, ...FAST });
+  consumer.start();
+  await waitFor(() => readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state === "backoff");
+  assert.ok(consumer.status().lastError !== null);
+  await consumer.close();
+  assert.equal(readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state, "disabled");
+});
+
+Deno.test("a like and its post in one commit are applied together", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  const post = postOp(ALICE, "3kaaaaaaaaaa2", "hello");
+  const postUri = uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaaa2");
+  stream.append(1, makeCommit(1, [post]).frame());
+  stream.append(2, makeCommit(2, [likeOp(BOB, "3kaaaaaaaaab2", postUri)]).frame());
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 2);
+  assert.equal(
+    ctx.db.prepare("SELECT like_count FROM posts WHERE uri = ?").get(postUri)?.like_count,
+    1,
+  );
+});
+
+Deno.test("LocalStreamProtocol puts the cursor in the query string", () => {
+  const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
+  assert.equal(p.connectUrl(null), "ws://h:1/xrpc/com.atproto.sync.subscribeRepos?cursor=0");
+  assert.equal(p.connectUrl(42), "ws://h:1/xrpc/com.atproto.sync.subscribeRepos?cursor=42");
+});
+
+Deno.test("backoffDelay grows exponentially with jitter and is capped", () => {
+  const opts = { initialMs: 100, maxMs: 1000 };
+  assert.equal(backoffDelay(0, opts, () => 0), 50);
+  assert.equal(backoffDelay(0, opts, () => 1), 100);
+  assert.equal(backoffDelay(2, opts, () => 0), 200);
+  assert.equal(backoffDelay(2, opts, () => 1), 400);
+  assert.equal(backoffDelay(10, opts, () => 0), 500);
+  assert.equal(backoffDelay(10, opts, () => 1), 1000);
+  assert.equal(backoffDelay(1000, opts, () => 0.5), 750);
+});

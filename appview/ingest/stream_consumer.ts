@@ -1,0 +1,366 @@
+/**
+ * What the two stream consumers (local `subscribeRepos`, public Jetstream) share: a WebSocket
+ * client that reconnects with capped exponential backoff and jitter, batches the messages that
+ * queued up while the previous batch was being applied, applies them through the one write path
+ * with the stream cursor in the same transaction (so the cursor never runs ahead of committed
+ * ops), and publishes its state in `consumer_status` for `/healthz` (also when the consumer runs
+ * in its own process).
+ *
+ * The protocol (frame decoding, cursor rules, URL) is a {@link StreamProtocol}: see
+ * `local_stream.ts` and `jetstream.ts`.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../shared/log.ts";
+import type { IndexOp } from "../../shared/ops.ts";
+import type { AppviewContext } from "../context.ts";
+import { type ConsumerState, readCursor, writeConsumerStatus } from "../db/state.ts";
+
+/** Reconnect delays: the n-th attempt waits about `initialMs * 2^n`, capped at `maxMs`. */
+export interface BackoffOptions {
+  initialMs: number;
+  maxMs: number;
+}
+
+/** Default reconnect delays: 0.5 s doubling up to 30 s. */
+export const DEFAULT_BACKOFF: BackoffOptions = Object.freeze({ initialMs: 500, maxMs: 30_000 });
+/** Status rows are written on every state change and at most this often while live. */
+export const STATUS_INTERVAL_MS = 1_000;
+/** A running consumer rewrites its status row at least this often (a heartbeat for `/healthz`). */
+export const STATUS_HEARTBEAT_MS = 10_000;
+/** A connection open this long resets the backoff (so a flapping server still backs off). */
+export const STABLE_CONNECTION_MS = 10_000;
+/** Most messages folded into one `applyOps` call. */
+export const MAX_BATCH_MESSAGES = 1_000;
+/** Ops after which a batch is applied even if more messages are queued. */
+export const MAX_BATCH_OPS = 5_000;
+/** How long `close()` waits for the socket's close handshake. */
+const CLOSE_TIMEOUT_MS = 2_000;
+
+/**
+ * Delay before reconnect attempt `attempt` (0-based): "equal jitter", half of the capped
+ * exponential step fixed and half random, so delays grow yet clients do not reconnect in step.
+ */
+export function backoffDelay(
+  attempt: number,
+  opts: BackoffOptions,
+  random: () => number = Math.random,
+): number {
+  const step = Math.min(opts.maxMs, opts.initialMs * 2 ** Math.min(attempt, 30));
+  return Math.round(step / 2 + random() * (step / 2));
+}
+
+/** One decoded message: its ops and the stream cursor it moves to. */
+export interface DecodedMessage {
+  ops: IndexOp[];
+  cursor: number;
+}
+
+/** What a protocol may do to its connection while decoding. */
+export interface StreamControl {
+  readonly log: Logger;
+  /** Records `reason` as the consumer's last error (shown by `/healthz`). */
+  fail(reason: string): void;
+  /** Records `reason` and drops the connection; the consumer reconnects with backoff. */
+  disconnect(reason: string): void;
+}
+
+/** The wire side of a stream consumer. */
+export interface StreamProtocol {
+  /** `consumer_status` name (`db/state.ts`). */
+  readonly consumer: string;
+  /** `cursors` name (`db/state.ts`). */
+  readonly cursorName: string;
+  /** URL to connect to, given the stored cursor (null when none). */
+  connectUrl(cursor: number | null): string;
+  /**
+   * Decodes one message. `cursor` is the highest cursor accepted so far (including messages of
+   * the batch being built). Returns null to drop the message (having logged why), or its ops and
+   * new cursor; a message that cannot be applied but must be passed over gives no ops.
+   */
+  decode(
+    data: string | ArrayBuffer,
+    cursor: number | null,
+    control: StreamControl,
+  ): DecodedMessage | null;
+}
+
+/** Options of {@link StreamConsumer}. */
+export interface StreamConsumerOptions {
+  backoff?: BackoffOptions;
+  /** Random source of the jitter (tests pin it). */
+  random?: () => number;
+}
+
+/** Snapshot of a consumer's state, as written to `consumer_status`. */
+export interface StreamConsumerStatus {
+  state: ConsumerState;
+  cursor: number | null;
+  lastEventAt: string | null;
+  lastError: string | null;
+}
+
+/** A reconnecting WebSocket stream consumer feeding the index write path. */
+export class StreamConsumer implements AsyncDisposable {
+  readonly #ctx: AppviewContext;
+  readonly #protocol: StreamProtocol;
+  readonly #log: Logger;
+  readonly #backoff: BackoffOptions;
+  readonly #random: () => number;
+  readonly #control: StreamControl;
+  #state: ConsumerState = "connecting";
+  #cursor: number | null = null;
+  #lastEventAt: string | null = null;
+  #lastError: string | null = null;
+  #socket: WebSocket | null = null;
+  #socketClosed: Promise<void> = Promise.resolve();
+  #openedAt = 0;
+  #attempt = 0;
+  #queue: (string | ArrayBuffer)[] = [];
+  #drainTimer: ReturnType<typeof setTimeout> | null = null;
+  #reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  #statusTimer: ReturnType<typeof setInterval> | null = null;
+  #statusDirty = false;
+  #statusWrittenAt = -Infinity;
+  #started = false;
+  #closing: Promise<void> | null = null;
+
+  constructor(ctx: AppviewContext, protocol: StreamProtocol, opts: StreamConsumerOptions = {}) {
+    this.#ctx = ctx;
+    this.#protocol = protocol;
+    this.#log = ctx.log.child(`consumer.${protocol.consumer}`);
+    this.#backoff = opts.backoff ?? DEFAULT_BACKOFF;
+    this.#random = opts.random ?? Math.random;
+    this.#control = {
+      log: this.#log,
+      fail: (reason) => {
+        this.#lastError = reason;
+        this.#statusDirty = true;
+      },
+      disconnect: (reason) => {
+        this.#lastError = reason;
+        this.#dropConnection();
+      },
+    };
+  }
+
+  /** Current state (the same values the status row holds). */
+  status(): StreamConsumerStatus {
+    return {
+      state: this.#state,
+      cursor: this.#cursor,
+      lastEventAt: this.#lastEventAt,
+      lastError: this.#lastError,
+    };
+  }
+
+  /** Reads the stored cursor and connects. */
+  start(): void {
+    if (this.#started) throw new Error(`Consumer ${this.#protocol.consumer} already started`);
+    this.#started = true;
+    this.#cursor = readCursor(this.#ctx.db, this.#protocol.cursorName);
+    this.#statusTimer = setInterval(() => this.#writeStatus(false), STATUS_INTERVAL_MS);
+    this.#connect();
+  }
+
+  /** Stops reconnecting, closes the socket, applies what was already received. */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async #close(): Promise<void> {
+    for (const timer of [this.#reconnectTimer, this.#drainTimer]) {
+      if (timer !== null) clearTimeout(timer);
+    }
+    if (this.#statusTimer !== null) clearInterval(this.#statusTimer);
+    this.#reconnectTimer = this.#drainTimer = this.#statusTimer = null;
+    const socket = this.#socket;
+    if (socket !== null) {
+      try {
+        socket.close(1000);
+      } catch { /* already closing */ }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        this.#socketClosed,
+        new Promise<void>((r) => (timer = setTimeout(r, CLOSE_TIMEOUT_MS))),
+      ]);
+      clearTimeout(timer);
+    }
+    this.#drain();
+    if (this.#started) this.#setState("disabled");
+    this.#log.info("Consumer stopped", { cursor: this.#cursor });
+  }
+
+  #connect(): void {
+    this.#reconnectTimer = null;
+    if (this.#closing !== null) return;
+    this.#setState("connecting");
+    const url = this.#protocol.connectUrl(this.#cursor);
+    let socket: WebSocket;
+    try {
+      socket = new WebSocket(url);
+    } catch (e) {
+      this.#lastError = `Cannot connect to ${url}: ${messageOf(e)}`;
+      this.#log.error("Cannot open stream connection", { url, error: e });
+      this.#scheduleReconnect();
+      return;
+    }
+    socket.binaryType = "arraybuffer";
+    this.#socket = socket;
+    let resolveClosed!: () => void;
+    this.#socketClosed = new Promise((r) => (resolveClosed = r));
+    socket.onopen = () => {
+      if (this.#socket !== socket) return;
+      this.#openedAt = performance.now();
+      this.#log.info("Stream connected", { url, cursor: this.#cursor });
+      this.#setState("live");
+    };
+    socket.onmessage = (event: MessageEvent) => {
+      if (this.#socket !== socket) return;
+      this.#queue.push(event.data);
+      this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
+    };
+    socket.onerror = (event: Event) => {
+      const message = (event as ErrorEvent).message || "WebSocket error";
+      if (this.#socket === socket) this.#lastError = message;
+    };
+    socket.onclose = (event: CloseEvent) => {
+      resolveClosed();
+      if (this.#socket !== socket) return;
+      this.#socket = null;
+      this.#drain();
+      if (this.#closing !== null) return;
+      const wasOpen = this.#openedAt > 0;
+      if (wasOpen && performance.now() - this.#openedAt >= STABLE_CONNECTION_MS) this.#attempt = 0;
+      this.#openedAt = 0;
+      this.#log.warn("Stream connection closed", {
+        url,
+        code: event.code,
+        reason: event.reason,
+        lastError: this.#lastError,
+      });
+      if (!wasOpen && this.#lastError === null) this.#lastError = `Cannot connect to ${url}`;
+      this.#scheduleReconnect();
+    };
+  }
+
+  #dropConnection(): void {
+    this.#queue = [];
+    const socket = this.#socket;
+    if (socket === null) return;
+    try {
+      socket.close(1000);
+    } catch { /* already closing */ }
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closing !== null || this.#reconnectTimer !== null) return;
+    const delay = backoffDelay(this.#attempt++, this.#backoff, this.#random);
+    this.#setState("backoff");
+    this.#log.info("Reconnecting after backoff", { delayMs: delay, attempt: this.#attempt });
+    this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
+  }
+
+  /** Applies every queued message, in batches, each batch with its cursor in one transaction. */
+  #drain(): void {
+    if (this.#drainTimer !== null) clearTimeout(this.#drainTimer);
+    this.#drainTimer = null;
+    const queue = this.#queue;
+    this.#queue = [];
+    let i = 0;
+    while (i < queue.length) {
+      const ops: IndexOp[] = [];
+      let cursor = this.#cursor;
+      let moved = false;
+      const end = Math.min(queue.length, i + MAX_BATCH_MESSAGES);
+      for (; i < end && ops.length < MAX_BATCH_OPS; i++) {
+        const decoded = this.#decode(queue[i], cursor);
+        if (decoded === null) continue;
+        for (const op of decoded.ops) ops.push(op);
+        cursor = decoded.cursor;
+        moved = true;
+      }
+      if (!moved || cursor === null) continue;
+      try {
+        this.#ctx.writer.applyOps(ops, {
+          cursor: { name: this.#protocol.cursorName, value: cursor },
+        });
+      } catch (e) {
+        // Nothing of the batch was committed: reconnect and replay from the stored cursor.
+        this.#lastError = `Index write failed: ${messageOf(e)}`;
+        this.#log.error("Index write failed; reconnecting from the stored cursor", { error: e });
+        this.#dropConnection();
+        return;
+      }
+      this.#cursor = cursor;
+      this.#lastEventAt = this.#ctx.now().toISOString();
+      this.#statusDirty = true;
+    }
+    this.#writeStatus(false);
+  }
+
+  #decode(data: string | ArrayBuffer, cursor: number | null): DecodedMessage | null {
+    try {
+      return this.#protocol.decode(data, cursor, this.#control);
+    } catch (e) {
+      // Protocols report bad input themselves; this is a defect, never a reason to stop.
+      this.#lastError = `Message skipped: ${messageOf(e)}`;
+      this.#log.error("Message skipped after an unexpected error", { error: e });
+      return null;
+    }
+  }
+
+  #setState(state: ConsumerState): void {
+    if (state === this.#state && this.#statusWrittenAt > -Infinity) return;
+    this.#state = state;
+    this.#writeStatus(true);
+  }
+
+  #writeStatus(force: boolean): void {
+    const now = performance.now();
+    const since = now - this.#statusWrittenAt;
+    if (
+      !force && !(this.#statusDirty && since >= STATUS_INTERVAL_MS) && since < STATUS_HEARTBEAT_MS
+    ) {
+      return;
+    }
+    try {
+      writeConsumerStatus(this.#ctx.db, {
+        name: this.#protocol.consumer,
+        state: this.#state,
+        cursor: this.#cursor,
+        lastEventAt: this.#lastEventAt,
+        lastError: this.#lastError,
+        updatedAt: this.#ctx.now().toISOString(),
+      });
+      this.#statusDirty = false;
+      this.#statusWrittenAt = now;
+    } catch (e) {
+      // A busy database only delays the status row; the next tick retries.
+      this.#log.warn("Cannot write consumer status", { error: e });
+    }
+  }
+}
+
+/** The message of an error value. */
+export function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Writes the status row of a consumer that is not configured (e.g. no Jetstream URL). */
+export function writeDisabledStatus(ctx: AppviewContext, consumer: string): void {
+  writeConsumerStatus(ctx.db, {
+    name: consumer,
+    state: "disabled",
+    cursor: null,
+    lastEventAt: null,
+    lastError: null,
+    updatedAt: ctx.now().toISOString(),
+  });
+}
