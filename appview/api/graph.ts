@@ -1,0 +1,30 @@
+/**
+ * `GET /api/followers` and `GET /api/following` (spec 2.6, 4.2 rule 8, public):
+ * `{profiles: [ActorProfile], cursor}`, newest follow first.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { decodeTextKey, encodeCursor } from "../views/cursor.ts";
+import type { ActorPage } from "../views/graph.ts";
+import { presentActor } from "../views/present.ts";
+import type { Views } from "../views/views.ts";
+import { cursorParam, didParam, limitParam } from "./params.ts";
+
+/** Routes of the follow graph. */
+export function graphRoutes(views: Views): Hono {
+  const app = new Hono();
+  for (const list of ["followers", "following"] as const) {
+    app.get(`/api/${list}`, (c) => {
+      const did = didParam(c);
+      const opts = { limit: limitParam(c), cursor: cursorParam(c, decodeTextKey) };
+      const page: ActorPage = views.graph[list](did, opts);
+      return c.json({
+        profiles: page.rows.map(presentActor),
+        cursor: page.next === null ? null : encodeCursor(page.next),
+      });
+    });
+  }
+  return app;
+}

@@ -1,0 +1,83 @@
+/**
+ * Notifications (spec 2.7, 3.1, 4.2 rules 6-7, private):
+ * - `GET /api/notifications` (`did`, `cursor`, `limit`): `{notifications, cursor}`;
+ * - `GET /api/notifications/count` (`did`): `{count}` (unread);
+ * - `POST /api/notifications/seen` (JSON `{did, seenAt}`, `seenAt` a datetime or null):
+ *   `{ok: true, updated}`.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { isValidDatetime } from "../../shared/syntax.ts";
+import type { AuthEnv } from "../auth/verifier.ts";
+import { decodeIdKey, encodeCursor } from "../views/cursor.ts";
+import { presentNotification } from "../views/present.ts";
+import type { Views } from "../views/views.ts";
+import type { AppviewContext } from "../context.ts";
+import { invalidRequest } from "./errors.ts";
+import { checkDid, cursorParam, didParam, echo, limitParam } from "./params.ts";
+import type { PrivateGuard } from "./private_guard.ts";
+
+/** Routes of notifications. */
+export function notificationRoutes(
+  ctx: AppviewContext,
+  views: Views,
+  guard: PrivateGuard,
+): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+  app.get("/api/notifications", guard.middleware, (c) => {
+    const did = didParam(c);
+    guard.checkSubject(c, did);
+    const page = views.notifications.list(did, {
+      limit: limitParam(c),
+      cursor: cursorParam(c, decodeIdKey),
+    });
+    return c.json({
+      notifications: page.rows.map(presentNotification),
+      cursor: page.next === null ? null : encodeCursor(page.next),
+    });
+  });
+  app.get("/api/notifications/count", guard.middleware, (c) => {
+    const did = didParam(c);
+    guard.checkSubject(c, did);
+    return c.json({ count: views.notifications.unreadCount(did) });
+  });
+  app.post("/api/notifications/seen", guard.middleware, async (c) => {
+    const { did, seenAt } = parseSeenBody(await readJson(c.req.raw));
+    guard.checkSubject(c, did);
+    const updated = views.notifications.markSeen(did, seenAt, ctx.now().toISOString());
+    return c.json({ ok: true, updated });
+  });
+  return app;
+}
+
+async function readJson(req: Request): Promise<unknown> {
+  const text = await req.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalidRequest("Request body is not valid JSON");
+  }
+}
+
+/** The `seen` payload: `did` and `seenAt` (normalised to the `indexed_at` form, or null). */
+function parseSeenBody(body: unknown): { did: string; seenAt: string | null } {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw invalidRequest("Request body is not a JSON object");
+  }
+  const { did, seenAt } = body as { did?: unknown; seenAt?: unknown };
+  if (did === undefined) throw invalidRequest("Missing required parameter: did");
+  if (typeof did !== "string") throw invalidRequest(`Invalid did: ${echo(JSON.stringify(did))}`);
+  checkDid(did);
+  if (seenAt === undefined) throw invalidRequest("Missing required parameter: seenAt");
+  if (seenAt === null) return { did, seenAt: null };
+  if (typeof seenAt !== "string" || !isValidDatetime(seenAt)) {
+    throw invalidRequest(`Invalid seenAt: ${echo(String(JSON.stringify(seenAt)))}`);
+  }
+  // `indexed_at` values are `toISOString()` text; compare in that form (millisecond precision,
+  // so a sub-millisecond `seenAt` still covers the notification it echoes).
+  const ms = Date.parse(seenAt);
+  if (Number.isNaN(ms)) throw invalidRequest(`Invalid seenAt: ${echo(seenAt)}`);
+  return { did, seenAt: new Date(ms).toISOString() };
+}

@@ -1,0 +1,33 @@
+/**
+ * `GET /api/profile/<handle>` and `GET /api/profile?did=` (spec 2.4, 4.2 rule 3, public). An
+ * unknown or placeholder handle, or an unknown DID, answers 200 with the synthetic empty profile
+ * (`did` is the empty string).
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { placeholderHandle } from "../ingest/handles.ts";
+import { emptyProfile } from "../views/profile.ts";
+import type { Views } from "../views/views.ts";
+import { invalidRequest } from "./errors.ts";
+import { didParam, echo } from "./params.ts";
+
+/** Longest handle looked up (a valid handle has at most 253 characters). */
+const MAX_HANDLE_PARAM = 256;
+
+/** Routes of profiles. */
+export function profileRoutes(views: Views): Hono {
+  const app = new Hono();
+  app.get("/api/profile", (c) => {
+    const did = didParam(c);
+    return c.json(views.profiles.byDid(did) ?? emptyProfile(placeholderHandle(did)));
+  });
+  app.get("/api/profile/:handle", (c) => {
+    const handle = c.req.param("handle");
+    if (handle.length > MAX_HANDLE_PARAM) throw invalidRequest(`Invalid handle: ${echo(handle)}`);
+    const bare = handle.startsWith("@") ? handle.slice(1) : handle;
+    return c.json(views.profiles.byHandle(bare) ?? emptyProfile(bare));
+  });
+  return app;
+}

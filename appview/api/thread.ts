@@ -1,0 +1,88 @@
+/**
+ * Single posts and threads (spec 2.8, 4.2 rules 4-5, public):
+ * - `GET /api/post/<uri>`: `ThreadResponse` `{post, thread: {parent, root}, like_count?,
+ *   repost_count?}`;
+ * - `GET /api/thread?uri=` and `GET /api/thread/<uri>` (DESIGN.md section 4): `ThreadFullResponse`
+ *   `{post, parents, root, replies, like_count?, repost_count?, viewer_liked?, viewer_reposted?}`.
+ *
+ * The URI in the path keeps its slashes (`/api/post/at://did:plc:x/app.social.feed.post/3k...`);
+ * a percent-encoded URI is accepted too. Counters are absent when the post is not indexed;
+ * `viewer_liked`/`viewer_reposted` are present only when `viewerDid` is given (and the post is
+ * indexed): absent means unknown, not false.
+ *
+ * @module
+ */
+
+import { type Context, Hono } from "hono";
+import { type Post, presentPost } from "../views/present.ts";
+import type { Views } from "../views/views.ts";
+import { invalidRequest } from "./errors.ts";
+import { checkDid, checkRecordUri, echo, requiredParam } from "./params.ts";
+
+const POST_PREFIX = "/api/post/";
+const THREAD_PREFIX = "/api/thread/";
+
+/** Routes of posts and threads. */
+export function threadRoutes(views: Views): Hono {
+  const app = new Hono();
+  app.get(`${POST_PREFIX}*`, (c) => c.json(postResponse(views, uriFromPath(c, POST_PREFIX))));
+  app.get("/api/thread", (c) => c.json(threadResponse(views, c, requiredParam(c, "uri"))));
+  app.get(
+    `${THREAD_PREFIX}*`,
+    (c) => c.json(threadResponse(views, c, uriFromPath(c, THREAD_PREFIX))),
+  );
+  return app;
+}
+
+function postResponse(views: Views, uri: string): Record<string, unknown> {
+  const row = views.threads.post(checkRecordUri(uri));
+  if (row === null) return { post: null, thread: { parent: null, root: null } };
+  const parent = row.parent_uri === null ? null : views.posts.byUri(row.parent_uri);
+  const root = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
+  return {
+    post: presentPost(row),
+    thread: {
+      parent: parent === null ? null : presentPost(parent),
+      root: root === null ? null : presentPost(root),
+    },
+    like_count: row.like_count,
+    repost_count: row.repost_count,
+  };
+}
+
+function threadResponse(views: Views, c: Context, rawUri: string): Record<string, unknown> {
+  const uri = checkRecordUri(rawUri);
+  const viewerParam = c.req.query("viewerDid");
+  const viewerDid = viewerParam === undefined || viewerParam === ""
+    ? null
+    : checkDid(viewerParam, "viewerDid");
+  const row = views.threads.post(uri);
+  if (row === null) return { post: null, parents: [], root: null, replies: [] };
+  const root = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
+  const body: Record<string, unknown> = {
+    post: presentPost(row),
+    parents: views.threads.ancestors(row).map(presentPost),
+    root: root === null ? null : presentPost(root),
+    replies: views.threads.replies(uri).map(presentPost) satisfies Post[],
+    like_count: row.like_count,
+    repost_count: row.repost_count,
+  };
+  if (viewerDid !== null) {
+    const state = views.threads.viewerState(uri, viewerDid);
+    body.viewer_liked = state.liked;
+    body.viewer_reposted = state.reposted;
+  }
+  return body;
+}
+
+/** The record URI after `prefix` in the request path, percent-decoded. */
+function uriFromPath(c: Context, prefix: string): string {
+  const path = new URL(c.req.url).pathname;
+  const raw = path.slice(path.indexOf(prefix) + prefix.length);
+  if (raw === "") throw invalidRequest("Missing required parameter: uri");
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw invalidRequest(`Invalid uri: ${echo(raw)}`);
+  }
+}

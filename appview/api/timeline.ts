@@ -1,0 +1,31 @@
+/**
+ * `GET /api/timeline/home` (spec 4.2, private): `{posts, cursor}`.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import type { AuthEnv } from "../auth/verifier.ts";
+import { decodeTextKey, encodeCursor } from "../views/cursor.ts";
+import { presentPost } from "../views/present.ts";
+import type { Views } from "../views/views.ts";
+import { cursorParam, didParam, limitParam } from "./params.ts";
+import type { PrivateGuard } from "./private_guard.ts";
+
+/** Routes of the home timeline. */
+export function timelineRoutes(views: Views, guard: PrivateGuard): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+  app.get("/api/timeline/home", guard.middleware, (c) => {
+    const did = didParam(c);
+    guard.checkSubject(c, did);
+    const page = views.timeline.home(did, {
+      limit: limitParam(c),
+      cursor: cursorParam(c, decodeTextKey),
+    });
+    return c.json({
+      posts: page.rows.map(presentPost),
+      cursor: page.next === null ? null : encodeCursor(page.next),
+    });
+  });
+  return app;
+}

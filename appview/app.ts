@@ -1,0 +1,70 @@
+/**
+ * The index's HTTP application: CORS, the error mapping, a body bound, the query API of spec 4.2
+ * (the four private endpoints behind `requireViewer`), the push endpoint and `/healthz`.
+ *
+ * Every view's statements are prepared here, once per app, so a request runs prepared
+ * statements only.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { corsMiddleware } from "./api/cors.ts";
+import { ApiError, onApiError } from "./api/errors.ts";
+import { graphRoutes } from "./api/graph.ts";
+import { healthRoutes } from "./api/health.ts";
+import { ingestRoutes } from "./api/ingest.ts";
+import { echo } from "./api/params.ts";
+import { notificationRoutes } from "./api/notifications.ts";
+import { privateGuard } from "./api/private_guard.ts";
+import { profileRoutes } from "./api/profile.ts";
+import { searchRoutes } from "./api/search.ts";
+import { threadRoutes } from "./api/thread.ts";
+import { timelineRoutes } from "./api/timeline.ts";
+import type { TokenVerifier } from "./auth/verifier.ts";
+import type { AppviewContext } from "./context.ts";
+import { createViews } from "./views/views.ts";
+
+/** Largest request body of the query API (the `seen` payload is well under 1 KiB). */
+export const MAX_API_BODY_BYTES = 16 * 1024;
+
+/** Options of {@link createAppviewApp}. */
+export interface AppviewAppOptions {
+  /** Verifier of the private endpoints; null when none is configured (see `privateGuard`). */
+  verifier: TokenVerifier | null;
+}
+
+/** Builds the index's Hono application over `ctx`. */
+export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): Hono {
+  const views = createViews(ctx.db);
+  const guard = privateGuard(opts.verifier, ctx.config.authRequired);
+  const app = new Hono();
+  app.onError(onApiError(ctx.log));
+  app.use("*", corsMiddleware(ctx.config.corsOrigins));
+  app.use(
+    "/api/*",
+    bodyLimit({
+      maxSize: MAX_API_BODY_BYTES,
+      onError: () => {
+        throw new ApiError(
+          413,
+          "PayloadTooLarge",
+          `Request body is larger than ${MAX_API_BODY_BYTES} bytes`,
+        );
+      },
+    }),
+  );
+  app.route("/", timelineRoutes(views, guard));
+  app.route("/", notificationRoutes(ctx, views, guard));
+  app.route("/", profileRoutes(views));
+  app.route("/", searchRoutes(views));
+  app.route("/", threadRoutes(views));
+  app.route("/", graphRoutes(views));
+  app.route("/", ingestRoutes(ctx));
+  app.route("/", healthRoutes(ctx));
+  app.notFound((c) =>
+    c.json({ error: "NotFound", message: `No route: ${c.req.method} ${echo(c.req.path)}` }, 404)
+  );
+  return app;
+}

@@ -1,0 +1,67 @@
+/**
+ * Followers and following lists (spec 2.6, 4.2 rule 8): actor cards, newest follow first, paged
+ * by (follow `indexed_at`, DID).
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { type TextKey, TOP_TIME } from "./cursor.ts";
+import type { ActorRow } from "./present.ts";
+
+/** One page of actor rows. */
+export interface ActorPage {
+  rows: ActorRow[];
+  next: TextKey | null;
+}
+
+type GraphRow = ActorRow & { indexed_at: string };
+
+/** Reads the follow graph with statements prepared once. */
+export class GraphView {
+  readonly #followers: StatementSync;
+  readonly #following: StatementSync;
+
+  constructor(db: DatabaseSync) {
+    const list = (self: string, other: string) =>
+      db.prepare(
+        `SELECT f.${other} AS did, a.handle, a.display_name, a.avatar_cid, f.indexed_at
+         FROM follows f LEFT JOIN profiles a ON a.did = f.${other}
+         WHERE f.${self} = ?1 AND (f.indexed_at, f.${other}) < (?2, ?3)
+         ORDER BY f.indexed_at DESC, f.${other} DESC LIMIT ?4`,
+      );
+    this.#followers = list("subject", "follower");
+    this.#following = list("follower", "subject");
+  }
+
+  /** Accounts following `did`. */
+  followers(did: string, opts: { limit: number; cursor: TextKey | null }): ActorPage {
+    return page(this.#followers, did, opts);
+  }
+
+  /** Accounts `did` follows. */
+  following(did: string, opts: { limit: number; cursor: TextKey | null }): ActorPage {
+    return page(this.#following, did, opts);
+  }
+}
+
+function page(
+  stmt: StatementSync,
+  did: string,
+  opts: { limit: number; cursor: TextKey | null },
+): ActorPage {
+  const [time, last] = opts.cursor ?? [TOP_TIME, ""];
+  const rows = stmt.all(did, time, last, opts.limit + 1) as unknown as GraphRow[];
+  const more = rows.length > opts.limit;
+  if (more) rows.length = opts.limit;
+  const end = rows[rows.length - 1];
+  return {
+    rows: rows.map(({ did, handle, display_name, avatar_cid }) => ({
+      did,
+      handle,
+      display_name,
+      avatar_cid,
+    })),
+    next: more ? [end.indexed_at, end.did] : null,
+  };
+}

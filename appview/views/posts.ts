@@ -1,0 +1,43 @@
+/**
+ * Post hydration: the second step of every post pipeline (skeleton -> hydrate -> present). A
+ * skeleton is a list of post ids in the order to serve; hydration reads their rows with one
+ * prepared statement and keeps that order.
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { POST_COLUMNS, type PostRow } from "./present.ts";
+
+/** Reads post rows by id or URI with statements prepared once. */
+export class PostHydrator {
+  readonly #byIds: StatementSync;
+  readonly #byUri: StatementSync;
+
+  constructor(db: DatabaseSync) {
+    this.#byIds = db.prepare(
+      `SELECT ${POST_COLUMNS} FROM posts WHERE id IN (SELECT value FROM json_each(?))`,
+    );
+    this.#byUri = db.prepare(`SELECT ${POST_COLUMNS} FROM posts WHERE uri = ?`);
+  }
+
+  /** The rows of `ids`, in the order of `ids`; ids no longer indexed are left out. */
+  byIds(ids: readonly number[]): PostRow[] {
+    if (ids.length === 0) return [];
+    const rows = this.#byIds.all(JSON.stringify(ids)) as unknown as PostRow[];
+    if (rows.length <= 1) return rows;
+    const byId = new Map<number, PostRow>();
+    for (const row of rows) byId.set(row.id, row);
+    const out: PostRow[] = [];
+    for (const id of ids) {
+      const row = byId.get(id);
+      if (row !== undefined) out.push(row);
+    }
+    return out;
+  }
+
+  /** The row of the post `uri`, or null when it is not indexed. */
+  byUri(uri: string): PostRow | null {
+    return (this.#byUri.get(uri) as PostRow | undefined) ?? null;
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Full-text search (spec 4.2, DESIGN.md section 8): FTS5 over post text, newest first. The user's
+ * input is never FTS5 syntax: it is split on white space and every word becomes a quoted string
+ * (inner quotes doubled), joined by spaces (an implicit AND). Quotes, operators (`AND`, `NEAR`,
+ * `-`, `*`, `^`, column filters) and unbalanced parentheses are plain text, so no input makes
+ * the query fail. Control characters count as white space. Words without a letter or digit are dropped (the tokenizer would ignore them).
+ *
+ * Order: `posts_fts` rowids are `posts.id`, which grows with indexing order, so `ORDER BY rowid
+ * DESC` is newest first without sorting every match; the cursor is the last rowid returned.
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { PostHydrator } from "./posts.ts";
+import type { PostRow } from "./present.ts";
+
+/** Most words of a query that are used; the rest are ignored. */
+export const MAX_SEARCH_TERMS = 16;
+/** Longest word kept (longer words are cut): a bound on the work of one query. */
+export const MAX_TERM_LENGTH = 64;
+
+const HAS_WORD_CHAR = /[\p{L}\p{N}]/u;
+
+/** One page of search results. */
+export interface SearchPage {
+  rows: PostRow[];
+  /** Row id of the last result when more may follow. */
+  next: number | null;
+}
+
+/**
+ * Turns user input into an FTS5 query of quoted plain terms; null when nothing searchable is
+ * left (the result is then empty).
+ */
+export function toFtsQuery(input: string): string | null {
+  const terms: string[] = [];
+  // Control characters (NUL ends an FTS5 string early) separate words like white space.
+  for (const word of input.replace(/\p{Cc}/gu, " ").split(/\s+/u)) {
+    if (word === "" || !HAS_WORD_CHAR.test(word)) continue;
+    const term = [...word].slice(0, MAX_TERM_LENGTH).join("");
+    terms.push(`"${term.replaceAll('"', '""')}"`);
+    if (terms.length === MAX_SEARCH_TERMS) break;
+  }
+  return terms.length === 0 ? null : terms.join(" ");
+}
+
+/** Searches posts with a statement prepared once. */
+export class SearchView {
+  readonly #posts: PostHydrator;
+  readonly #match: StatementSync;
+
+  constructor(db: DatabaseSync, posts: PostHydrator) {
+    this.#posts = posts;
+    this.#match = db.prepare(
+      `SELECT rowid AS id FROM posts_fts WHERE posts_fts MATCH ?1 AND rowid < ?2
+       ORDER BY rowid DESC LIMIT ?3`,
+    );
+  }
+
+  /** Posts matching every word of `q`, newest first, below the row id `before` (null: top). */
+  search(q: string, opts: { limit: number; before: number | null }): SearchPage {
+    const query = toFtsQuery(q);
+    if (query === null) return { rows: [], next: null };
+    const ids = (this.#match.all(query, opts.before ?? Number.MAX_SAFE_INTEGER, opts.limit + 1) as {
+      id: number;
+    }[]).map((r) => r.id);
+    const more = ids.length > opts.limit;
+    if (more) ids.length = opts.limit;
+    return { rows: this.#posts.byIds(ids), next: more ? ids[ids.length - 1] : null };
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * Single posts and threads (spec 2.8, 4.2 rules 4-5).
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { PostHydrator } from "./posts.ts";
+import { POST_COLUMNS, type PostRow } from "./present.ts";
+
+/** Spec 4.2 rule 5: ancestors loaded above the post. */
+export const MAX_THREAD_DEPTH = 20;
+/** Direct replies returned with a thread (oldest first). */
+export const MAX_THREAD_REPLIES = 500;
+
+/** Reads thread context with statements prepared once. */
+export class ThreadView {
+  readonly #posts: PostHydrator;
+  readonly #replies: StatementSync;
+  readonly #liked: StatementSync;
+  readonly #reposted: StatementSync;
+
+  constructor(db: DatabaseSync, posts: PostHydrator) {
+    this.#posts = posts;
+    this.#replies = db.prepare(
+      `SELECT ${POST_COLUMNS} FROM posts WHERE parent_uri = ?
+       ORDER BY indexed_at, uri LIMIT ${MAX_THREAD_REPLIES}`,
+    );
+    this.#liked = db.prepare(
+      "SELECT EXISTS (SELECT 1 FROM likes WHERE subject_uri = ? AND did = ?) AS v",
+    );
+    this.#reposted = db.prepare(
+      "SELECT EXISTS (SELECT 1 FROM reposts WHERE subject_uri = ? AND did = ?) AS v",
+    );
+  }
+
+  /** The post `uri`, or null when it is not indexed. */
+  post(uri: string): PostRow | null {
+    return this.#posts.byUri(uri);
+  }
+
+  /**
+   * The indexed ancestors of `post`, root-first (the last is the immediate parent), at most
+   * {@link MAX_THREAD_DEPTH}. The walk stops at a parent that is not indexed, and never revisits
+   * a post (hostile records can form a cycle).
+   */
+  ancestors(post: PostRow): PostRow[] {
+    const chain: PostRow[] = [];
+    const seen = new Set<string>([post.uri]);
+    let parentUri = post.parent_uri;
+    while (parentUri !== null && chain.length < MAX_THREAD_DEPTH && !seen.has(parentUri)) {
+      const parent = this.#posts.byUri(parentUri);
+      if (parent === null) break;
+      chain.push(parent);
+      seen.add(parentUri);
+      parentUri = parent.parent_uri;
+    }
+    return chain.reverse();
+  }
+
+  /** Direct replies of the post `uri`, oldest first. */
+  replies(uri: string): PostRow[] {
+    return this.#replies.all(uri) as unknown as PostRow[];
+  }
+
+  /** Whether `viewerDid` likes / reposts the post `uri`. */
+  viewerState(uri: string, viewerDid: string): { liked: boolean; reposted: boolean } {
+    return {
+      liked: (this.#liked.get(uri, viewerDid) as { v: number }).v === 1,
+      reposted: (this.#reposted.get(uri, viewerDid) as { v: number }).v === 1,
+    };
+  }
+}

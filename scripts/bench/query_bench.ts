@@ -1,0 +1,414 @@
+/**
+ * Query API latency at scale (DESIGN.md section 8): p50/p99 over real HTTP for the home
+ * timeline, profile, thread, notifications and search while ingest runs at 1,000 ops/s.
+ * Budgets: p99 <= 10 ms (search <= 50 ms).
+ *
+ * Data set: 10,000 users with handles and profile records, 1,000,000 posts (10% replies,
+ * words drawn from a skewed 5,000-word vocabulary), 50 viewers following 2,000 random accounts
+ * each, likes (with notifications) on the viewers' posts. It is built through the real write
+ * path (`IndexWriter.applyOps`, 10,000 ops per transaction) and cached as a SQLite file in
+ * `$TMPDIR/social-query-bench/<version>.sqlite`, so later runs copy it instead of rebuilding
+ * (delete the folder, or change {@link DATA_VERSION}, to rebuild).
+ *
+ * The run copies the cached file, serves the real app (`createAppviewApp`, authentication off:
+ * token checks are measured by `auth_bench.ts`) with `Deno.serve` on port 0, and applies 1,000
+ * ops/s (posts, likes, follows) through `applyOps` in a worker with its own connection, as the
+ * consumer tasks (`deno task consumer:local`, ...) do in their own process; WAL lets the server
+ * read meanwhile. The load client runs in another worker with one request in flight.
+ *
+ * Run alone: `deno run -A scripts/bench/query_bench.ts` (`QUERY_BENCH_INGEST_OPS=0` measures the
+ * queries without the background ingest).
+ */
+
+import { DatabaseSync } from "node:sqlite";
+import { silentLogger } from "../../shared/log.ts";
+import {
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_POST,
+  COLLECTION_PROFILE,
+  PROFILE_RKEY,
+} from "../../shared/nsid.ts";
+import type { IndexOp, RecordOp } from "../../shared/ops.ts";
+import { createAppviewApp } from "../../appview/app.ts";
+import { loadAppviewConfig } from "../../appview/config.ts";
+import type { AppviewContext } from "../../appview/context.ts";
+import { MIGRATIONS } from "../../appview/db/migrations.ts";
+import { openIndexDb } from "../../appview/db/open.ts";
+import { cidOf } from "../../appview/ingest/_fixtures.ts";
+import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
+import { createViews } from "../../appview/views/views.ts";
+import { encodeCursor } from "../../appview/views/cursor.ts";
+import { type BenchResult, percentile } from "./_types.ts";
+
+/** Bump when the data set changes; part of the cache file name. */
+export const DATA_VERSION = "v1";
+const USERS = 10_000;
+const POSTS = 1_000_000;
+const VIEWERS = 50;
+const FOLLOWS_PER_VIEWER = 2_000;
+const LIKES_PER_VIEWER = 1_000;
+const VOCABULARY = 5_000;
+const REQUESTS = 2_000;
+const WARMUP = 200;
+
+/** Deterministic PRNG (mulberry32). */
+function rng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const userDid = (i: number) => `did:plc:${`bench${i}`.padEnd(24, "x")}`;
+const handleOf = (i: number) => `user${i}.test`;
+const viewerIndex = (v: number) => v * 7; // viewers are users 0, 7, 14, ...
+const word = (i: number) => `w${i.toString(36)}`;
+const postRkey = (i: number) => `p${i.toString(36).padStart(8, "0")}`;
+const postUri = (i: number, random: () => number) =>
+  `at://${userDid(authorOf(i, random))}/${COLLECTION_POST}/${postRkey(i)}`;
+
+/** Author of post `i` (skewed activity, but deterministic per post). */
+function authorOf(i: number, _random: () => number): number {
+  const r = rng(i * 2654435761)();
+  return Math.floor(USERS * r ** 1.5);
+}
+
+const CIDS = Array.from({ length: 64 }, (_, i) => cidOf(`bench-${i}`));
+const CREATED_AT = "2024-05-01T12:00:00.000Z";
+
+function record(
+  did: string,
+  collection: string,
+  rkey: string,
+  value: Record<string, unknown>,
+  n: number,
+): RecordOp {
+  return {
+    kind: "record",
+    action: "create",
+    did,
+    collection,
+    rkey,
+    cid: CIDS[n % CIDS.length],
+    record: { $type: collection, ...value },
+  };
+}
+
+function postOp(i: number, random: () => number): RecordOp {
+  const words: string[] = [];
+  const n = 3 + Math.floor(random() * 10);
+  for (let k = 0; k < n; k++) words.push(word(Math.floor(VOCABULARY * random() ** 3)));
+  const value: Record<string, unknown> = {
+    text: words.join(" "),
+    createdAt: CREATED_AT,
+    langs: ["en"],
+  };
+  if (i > 1000 && random() < 0.1) {
+    const parent = i - 1 - Math.floor(random() * 1000);
+    const uri = postUri(parent, random);
+    value.reply = { root: { uri, cid: CIDS[0] }, parent: { uri, cid: CIDS[0] } };
+  }
+  return record(userDid(authorOf(i, random)), COLLECTION_POST, postRkey(i), value, i);
+}
+
+/** Builds the data set into `path` through the write path. */
+function buildDataSet(path: string): void {
+  const db = openIndexDb(path);
+  try {
+    db.exec("PRAGMA synchronous = OFF");
+    let ms = Date.parse("2024-06-01T00:00:00.000Z");
+    const writer = new IndexWriter(db, { now: () => new Date(ms++), batchSize: 10_000 });
+    const random = rng(42);
+    const started = performance.now();
+    let ops: IndexOp[] = [];
+    const flush = () => {
+      writer.applyOps(ops);
+      ops = [];
+    };
+    for (let u = 0; u < USERS; u++) {
+      ops.push({ kind: "handle", did: userDid(u), handle: handleOf(u) });
+      ops.push(
+        record(userDid(u), COLLECTION_PROFILE, PROFILE_RKEY, {
+          displayName: `User ${u}`,
+          description: `Account number ${u}`,
+          avatar: { $type: "blob", ref: { $link: CIDS[u % 64] }, mimeType: "image/png", size: 9 },
+        }, u),
+      );
+    }
+    flush();
+    for (let v = 0; v < VIEWERS; v++) {
+      const follower = userDid(viewerIndex(v));
+      const set = new Set<number>();
+      while (set.size < FOLLOWS_PER_VIEWER) set.add(Math.floor(random() * USERS));
+      let k = 0;
+      for (const s of set) {
+        ops.push(record(follower, COLLECTION_FOLLOW, `f${(k++).toString(36).padStart(8, "0")}`, {
+          subject: userDid(s),
+          createdAt: CREATED_AT,
+        }, k));
+      }
+      flush();
+    }
+    for (let i = 0; i < POSTS; i++) {
+      ops.push(postOp(i, random));
+      if (ops.length === 10_000) {
+        flush();
+        if (i % 100_000 === 99_999) {
+          const s = (performance.now() - started) / 1000;
+          console.error(`query bench: built ${i + 1} posts in ${s.toFixed(0)} s`);
+        }
+      }
+    }
+    flush();
+    // Likes on the viewers' posts, so every viewer has notifications.
+    const byAuthor = db.prepare(
+      "SELECT uri FROM posts WHERE did = ? ORDER BY indexed_at DESC LIMIT 200",
+    );
+    for (let v = 0; v < VIEWERS; v++) {
+      const uris = (byAuthor.all(userDid(viewerIndex(v))) as { uri: string }[]).map((r) => r.uri);
+      if (uris.length === 0) continue;
+      for (let k = 0; k < LIKES_PER_VIEWER; k++) {
+        const liker = userDid(Math.floor(random() * USERS));
+        const subject = uris[k % uris.length];
+        ops.push(record(liker, COLLECTION_LIKE, `l${v}x${k.toString(36)}`, {
+          subject: { uri: subject, cid: CIDS[0] },
+          createdAt: CREATED_AT,
+        }, k));
+      }
+    }
+    flush();
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    const s = (performance.now() - started) / 1000;
+    const stats = writer.stats();
+    console.error(
+      `query bench: data set built through applyOps in ${s.toFixed(0)} s ` +
+        `(${stats.applied} ops, ${Math.round(stats.applied / s)} ops/s)`,
+    );
+  } finally {
+    db.close();
+  }
+}
+
+/** Path of the cached data set, built when absent. */
+async function cachedDataSet(): Promise<string> {
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  const dir = `${tmp}/social-query-bench`;
+  await Deno.mkdir(dir, { recursive: true });
+  const name = `${DATA_VERSION}-schema${MIGRATIONS.length}-${POSTS}p-${USERS}u.sqlite`;
+  const path = `${dir}/${name}`;
+  try {
+    await Deno.stat(path);
+    console.error(`query bench: reusing ${path}`);
+    return path;
+  } catch {
+    // Build below.
+  }
+  const building = `${path}.building-${Deno.pid}`;
+  buildDataSet(building);
+  await Deno.rename(building, path);
+  return path;
+}
+
+interface Workload {
+  name: string;
+  budgetMs: number;
+  paths: string[];
+}
+
+function workloads(db: DatabaseSync, random: () => number): Workload[] {
+  const views = createViews(db);
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(random() * xs.length)];
+  const viewers = Array.from({ length: VIEWERS }, (_, v) => userDid(viewerIndex(v)));
+  const timeline: string[] = [];
+  for (let k = 0; k < REQUESTS + WARMUP; k++) {
+    const did = pick(viewers);
+    let path = `/api/timeline/home?did=${did}`;
+    if (k % 4 === 3) {
+      // Every fourth request reads a deeper page (1 to 5 pages down).
+      let next = views.timeline.home(did, { limit: 30, cursor: null }).next;
+      for (let p = Math.floor(random() * 4); p > 0 && next !== null; p--) {
+        next = views.timeline.home(did, { limit: 30, cursor: next }).next;
+      }
+      if (next !== null) path += `&cursor=${encodeCursor(next)}`;
+    }
+    timeline.push(path);
+  }
+  const replies = (db.prepare(
+    "SELECT uri FROM posts WHERE parent_uri IS NOT NULL AND id % 97 = 0 LIMIT 5000",
+  ).all() as { uri: string }[]).map((r) => r.uri);
+  const repeat = (f: () => string) => Array.from({ length: REQUESTS + WARMUP }, f);
+  return [
+    { name: "timeline", budgetMs: 10, paths: timeline },
+    {
+      name: "profile",
+      budgetMs: 10,
+      paths: repeat(() => `/api/profile/${handleOf(Math.floor(random() * USERS))}`),
+    },
+    { name: "thread", budgetMs: 10, paths: repeat(() => `/api/thread/${pick(replies)}`) },
+    {
+      name: "notifications",
+      budgetMs: 10,
+      paths: repeat(() => `/api/notifications?did=${pick(viewers)}`),
+    },
+    {
+      name: "search",
+      budgetMs: 50,
+      paths: repeat(() => {
+        const q = random() < 0.5
+          ? word(Math.floor(VOCABULARY * random() ** 2))
+          : `${word(Math.floor(300 * random()))} ${word(Math.floor(VOCABULARY * random()))}`;
+        return `/api/search?q=${encodeURIComponent(q)}`;
+      }),
+    },
+  ];
+}
+
+/** The `n`-th op of the background ingest: posts (60%), likes (30%) and follows (10%). */
+export function ingestOp(n: number, random: () => number): IndexOp {
+  const author = userDid(Math.floor(random() * USERS));
+  const r = random();
+  if (r < 0.6) return postOp(POSTS + n, random);
+  if (r < 0.9) {
+    return record(author, COLLECTION_LIKE, `i${n.toString(36)}`, {
+      subject: { uri: postUri(Math.floor(random() * POSTS), random), cid: CIDS[0] },
+      createdAt: CREATED_AT,
+    }, n);
+  }
+  return record(author, COLLECTION_FOLLOW, `i${n.toString(36)}`, {
+    subject: userDid(Math.floor(random() * USERS)),
+    createdAt: CREATED_AT,
+  }, n);
+}
+
+/** Ingest rate of the background writer (DESIGN.md section 8: 1,000 ops/s). */
+export const INGEST_OPS_PER_SECOND = Number(Deno.env.get("QUERY_BENCH_INGEST_OPS") ?? 1_000);
+
+/**
+ * Starts the background ingest in a worker with its own connection to `path` (as a consumer
+ * process would run): {@link INGEST_OPS_PER_SECOND} through `applyOps`, paced against the clock
+ * (a late tick catches up). `stop()` resolves to the ops applied and the seconds elapsed.
+ */
+function startIngest(path: string): { stop(): Promise<{ ops: number; seconds: number }> } {
+  const worker = new Worker(new URL("./_query_bench_ingest.ts", import.meta.url).href, {
+    type: "module",
+  });
+  worker.postMessage({ path, opsPerSecond: INGEST_OPS_PER_SECOND });
+  return {
+    stop() {
+      return new Promise((resolve, reject) => {
+        worker.onmessage = (e) => {
+          worker.terminate();
+          if (e.data.error !== undefined) reject(new Error(e.data.error));
+          else resolve(e.data);
+        };
+        worker.postMessage({ stop: true });
+      });
+    },
+  };
+}
+
+/** Runs the workloads in a worker against `url`; returns latencies per workload. */
+function runClient(url: string, batches: { name: string; paths: string[] }[]) {
+  const worker = new Worker(new URL("./_query_bench_client.ts", import.meta.url).href, {
+    type: "module",
+  });
+  const out = new Map<string, { latenciesMs: number[]; errors: number }>();
+  return new Promise<typeof out>((resolve, reject) => {
+    worker.onmessage = (e) => {
+      const msg = e.data;
+      if (msg.error !== undefined) {
+        worker.terminate();
+        reject(new Error(msg.error));
+      } else if (msg.done) {
+        worker.terminate();
+        resolve(out);
+      } else out.set(msg.name, { latenciesMs: msg.latenciesMs, errors: msg.errors });
+    };
+    worker.onerror = (e) => {
+      worker.terminate();
+      reject(e);
+    };
+    worker.postMessage({ url, batches });
+  });
+}
+
+export async function benchQueries(): Promise<BenchResult[]> {
+  const cached = await cachedDataSet();
+  const work = await Deno.makeTempDir({ prefix: "social-query-bench-run-" });
+  const path = `${work}/index.sqlite`;
+  await Deno.copyFile(cached, path);
+  const db = openIndexDb(path);
+  let server: Deno.HttpServer<Deno.NetAddr> | null = null;
+  let ingestRate = 0;
+  try {
+    const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
+    const now = () => new Date();
+    const writer = new IndexWriter(db, { now, log: silentLogger });
+    const ctx: AppviewContext = { config, db, writer, log: silentLogger, now };
+    const app = createAppviewApp(ctx, { verifier: null });
+    server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, app.fetch);
+    const url = `http://127.0.0.1:${server.addr.port}`;
+    const loads = workloads(db, rng(1));
+    const batches = loads.flatMap((w) => [
+      { name: `${w.name}:warmup`, paths: w.paths.slice(0, WARMUP) },
+      { name: w.name, paths: w.paths.slice(WARMUP) },
+    ]);
+    const ingest = startIngest(path);
+    let results;
+    try {
+      results = await runClient(url, batches);
+    } finally {
+      const { ops, seconds } = await ingest.stop();
+      ingestRate = ops / seconds;
+      console.error(`query bench: ingest ran at ${Math.round(ingestRate)} ops/s during the run`);
+    }
+    const rows: BenchResult[] = [{
+      name: "query bench: background ingest through applyOps (separate connection)",
+      figure: ingestRate,
+      unit: "ops/s",
+      budget: `>= ${INGEST_OPS_PER_SECOND * 0.95} ops/s`,
+      pass: ingestRate >= INGEST_OPS_PER_SECOND * 0.95,
+    }];
+    for (const w of loads) {
+      const r = results.get(w.name)!;
+      if (r.errors > 0) console.error(`query bench: ${w.name}: ${r.errors} non-200 answers`);
+      const p50 = percentile(r.latenciesMs, 50);
+      const p99 = percentile(r.latenciesMs, 99);
+      rows.push({
+        name: `query ${w.name} over HTTP, 1M posts, ingest 1k ops/s (p50)`,
+        figure: p50,
+        unit: "ms p50",
+        budget: "-",
+        pass: true,
+      });
+      rows.push({
+        name: `query ${w.name} over HTTP, 1M posts, ingest 1k ops/s (p99)`,
+        figure: p99,
+        unit: "ms p99",
+        budget: `<= ${w.budgetMs} ms`,
+        pass: p99 <= w.budgetMs && r.errors === 0,
+      });
+    }
+    return rows;
+  } finally {
+    if (server !== null) {
+      await server.shutdown();
+      await server.finished;
+    }
+    db.close();
+    await Deno.remove(work, { recursive: true });
+  }
+}
+
+if (import.meta.main) {
+  for (const r of await benchQueries()) {
+    console.log(
+      `${r.name}: ${r.figure.toFixed(2)} ${r.unit} (budget ${r.budget}) ${
+        r.pass ? "pass" : "MISS"
+      }`,
+    );
+  }
+}
