@@ -1,0 +1,99 @@
+/**
+ * Entry point of the index (DESIGN.md section 6):
+ *
+ * - `deno task appview` (no argument): the HTTP API, the local-stream consumer, the public-stream
+ *   consumer (when `APPVIEW_JETSTREAM_URL` is set) and handle sync, in one process;
+ * - `deno task consumer:local`, `consumer:public`, `handle-sync`: that one component alone, for
+ *   deployments that run them as separate processes on the same database.
+ *
+ * SIGINT and SIGTERM stop every component and close the database before exiting.
+ *
+ * @module
+ */
+
+import { createLogger } from "../shared/log.ts";
+import { type AppviewConfig, loadAppviewConfig } from "./config.ts";
+import { type AppviewComponents, startAppview } from "./server.ts";
+
+/** Environment variables the index reads (the task grants exactly these). */
+export const APPVIEW_ENV_NAMES: readonly string[] = [
+  "DATA_DIR",
+  "LOG_LEVEL",
+  "PDS_PUBLIC_URL",
+  "PDS_INTERNAL_URL",
+  "APPVIEW_PORT",
+  "APPVIEW_HOSTNAME",
+  "APPVIEW_PUBLIC_URL",
+  "APPVIEW_DB_PATH",
+  "APPVIEW_AUTH_REQUIRED",
+  "APPVIEW_CORS_ORIGINS",
+  "APPVIEW_INGEST_SECRET",
+  "APPVIEW_JETSTREAM_URL",
+  "APPVIEW_PLC_URL",
+  "APPVIEW_ALLOW_PRIVATE_FETCH",
+];
+
+/** The components each command runs. */
+export const COMMANDS: Readonly<Record<string, AppviewComponents>> = {
+  "": { http: true, localConsumer: true, publicConsumer: true, handleSync: true },
+  "consumer:local": { http: false, localConsumer: true, publicConsumer: false, handleSync: false },
+  "consumer:public": { http: false, localConsumer: false, publicConsumer: true, handleSync: false },
+  "handle-sync": { http: false, localConsumer: false, publicConsumer: false, handleSync: true },
+};
+
+/** Reads the variables of {@link APPVIEW_ENV_NAMES} (those the process may read). */
+function readEnv(): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {};
+  for (const name of APPVIEW_ENV_NAMES) {
+    try {
+      env[name] = Deno.env.get(name);
+    } catch {
+      // Not granted: treated as unset.
+    }
+  }
+  return env;
+}
+
+async function main(args: string[]): Promise<number> {
+  const command = args[0] ?? "";
+  const components = COMMANDS[command];
+  if (components === undefined || args.length > 1) {
+    console.error(
+      `Usage: appview/main.ts [consumer:local | consumer:public | handle-sync], got ${
+        args.join(" ")
+      }`,
+    );
+    return 2;
+  }
+  let config: AppviewConfig;
+  try {
+    config = loadAppviewConfig(readEnv());
+  } catch (e) {
+    console.error(e instanceof Error ? e.message : String(e));
+    return 1;
+  }
+  const log = createLogger(command === "" ? "appview" : `appview.${command}`, {
+    level: config.logLevel,
+  });
+  const running = await startAppview({ config, log, components });
+  log.info("Index started", { command: command || "appview" });
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      Deno.removeSignalListener("SIGINT", stop);
+      Deno.removeSignalListener("SIGTERM", stop);
+      resolve();
+    };
+    Deno.addSignalListener("SIGINT", stop);
+    Deno.addSignalListener("SIGTERM", stop);
+  });
+  log.info("Shutting down");
+  await running.close();
+  return 0;
+}
+
+if (import.meta.main) {
+  main(Deno.args).then((code) => Deno.exit(code), (e) => {
+    console.error(e instanceof Error ? e.message : String(e));
+    Deno.exit(1);
+  });
+}

@@ -1,0 +1,150 @@
+/**
+ * Assembling and running the index: opens the database, builds the one write path and the
+ * context, then starts any subset of its components (HTTP API, local-stream consumer,
+ * public-stream consumer, handle sync). Used by `main.ts` (all of them, or one per task),
+ * `scripts/dev.ts` and tests (port 0).
+ *
+ * @module
+ */
+
+import { createLogger, type Logger } from "../shared/log.ts";
+import { createAppviewApp } from "./app.ts";
+import { createTokenVerifier } from "./auth/verifier.ts";
+import type { AppviewConfig } from "./config.ts";
+import type { AppviewContext } from "./context.ts";
+import { openIndexDb } from "./db/open.ts";
+import { CONSUMER_PUBLIC } from "./db/state.ts";
+import { IndexWriter } from "./ingest/apply_ops.ts";
+import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/jetstream.ts";
+import { createLocalStreamConsumer, type LocalStreamOptions } from "./ingest/local_stream.ts";
+import { type StreamConsumer, writeDisabledStatus } from "./ingest/stream_consumer.ts";
+import { warnRelaxedSettings } from "./startup_warnings.ts";
+import { createHandleSync, type HandleSync } from "./workers/handle_sync.ts";
+
+/** Which parts of the index run in this process (all default to true). */
+export interface AppviewComponents {
+  http?: boolean;
+  localConsumer?: boolean;
+  publicConsumer?: boolean;
+  handleSync?: boolean;
+}
+
+/** Options of {@link startAppview}. */
+export interface StartAppviewOptions {
+  config: AppviewConfig;
+  log?: Logger;
+  /** Clock of the context (indexing times, status rows). */
+  now?: () => Date;
+  components?: AppviewComponents;
+  /** Options of the local-stream consumer (tests shorten the backoff). */
+  localStream?: LocalStreamOptions;
+  /** Options of the public-stream consumer. */
+  publicStream?: JetstreamOptions;
+  /** Interval of handle sync between batches that were not full. */
+  handleSyncIntervalMs?: number;
+}
+
+/** A running index. */
+export interface RunningAppview extends AsyncDisposable {
+  /** Base URL of the HTTP server; null when HTTP is not among the components. */
+  readonly url: string | null;
+  readonly ctx: AppviewContext;
+  /** The local-stream consumer, when running. */
+  readonly localConsumer: StreamConsumer | null;
+  /** The public-stream consumer, when running (null also when Jetstream is not configured). */
+  readonly publicConsumer: StreamConsumer | null;
+  /** Stops every component, then closes the database. */
+  close(): Promise<void>;
+}
+
+/** Starts the index components named in `opts.components`. */
+export async function startAppview(opts: StartAppviewOptions): Promise<RunningAppview> {
+  const { config } = opts;
+  const want = { http: true, localConsumer: true, publicConsumer: true, handleSync: true };
+  Object.assign(want, opts.components);
+  const log = opts.log ?? createLogger("appview", { level: config.logLevel });
+  await makeParentDir(config.dbPath);
+  const db = openIndexDb(config.dbPath);
+  const now = opts.now ?? (() => new Date());
+  const writer = new IndexWriter(db, { now, log: log.child("writer") });
+  const ctx: AppviewContext = { config, db, writer, log, now };
+  const stops: (() => Promise<void>)[] = [];
+  let url: string | null = null;
+  let localConsumer: StreamConsumer | null = null;
+  let publicConsumer: StreamConsumer | null = null;
+  try {
+    if (want.http) {
+      warnRelaxedSettings(config, log);
+      const verifier = createTokenVerifier(config, { log: log.child("auth") });
+      const warmUp = verifier.keySource.warmUp();
+      stops.push(() => warmUp);
+      const app = createAppviewApp(ctx, { verifier });
+      const server = Deno.serve(
+        { hostname: config.hostname, port: config.port, onListen() {} },
+        app.fetch,
+      );
+      stops.push(async () => {
+        await server.shutdown();
+        await server.finished;
+      });
+      const host = config.hostname === "0.0.0.0" || config.hostname === "::"
+        ? "127.0.0.1"
+        : config.hostname;
+      url = `http://${host.includes(":") ? `[${host}]` : host}:${server.addr.port}`;
+      log.info("Index listening", { url, publicUrl: config.publicUrl, did: config.serviceDid });
+    }
+    if (want.localConsumer) {
+      const consumer = createLocalStreamConsumer(ctx, opts.localStream);
+      consumer.start();
+      localConsumer = consumer;
+      stops.push(() => consumer.close());
+    }
+    if (want.publicConsumer) {
+      const consumer = createJetstreamConsumer(ctx, opts.publicStream);
+      if (consumer === null) {
+        log.info("Public-stream consumer disabled: APPVIEW_JETSTREAM_URL is unset");
+        writeDisabledStatus(ctx, CONSUMER_PUBLIC);
+      } else {
+        consumer.start();
+        publicConsumer = consumer;
+        stops.push(() => consumer.close());
+      }
+    }
+    if (want.handleSync) {
+      const sync: HandleSync = createHandleSync(db, config, log.child("handle-sync"), { writer });
+      sync.start(opts.handleSyncIntervalMs);
+      stops.push(() => sync.close());
+    }
+  } catch (e) {
+    await stopAll(stops, log);
+    db.close();
+    throw e;
+  }
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      await stopAll(stops, log);
+      db.close();
+    })();
+    return closing;
+  };
+  return { url, ctx, localConsumer, publicConsumer, close, [Symbol.asyncDispose]: close };
+}
+
+/** Runs the stop functions in reverse start order; a failing one is logged, the rest still run. */
+async function stopAll(stops: (() => Promise<void>)[], log: Logger): Promise<void> {
+  for (const stop of stops.reverse()) {
+    try {
+      await stop();
+    } catch (e) {
+      log.error("Component failed to stop cleanly", { error: e });
+    }
+  }
+  stops.length = 0;
+}
+
+async function makeParentDir(path: string): Promise<void> {
+  if (path === ":memory:" || path.startsWith("file:")) return;
+  const slash = path.lastIndexOf("/");
+  if (slash > 0) await Deno.mkdir(path.slice(0, slash), { recursive: true });
+}

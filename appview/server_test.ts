@@ -1,0 +1,106 @@
+import assert from "node:assert/strict";
+import { COLLECTION_POST } from "../shared/nsid.ts";
+import { makeTempDir, startFakeJetstream, waitFor } from "../tests/_util.ts";
+import { loadAppviewConfig } from "./config.ts";
+import { openIndexDb } from "./db/open.ts";
+import { CONSUMER_LOCAL, CONSUMER_PUBLIC, readConsumerStatus } from "./db/state.ts";
+import { didOf, postOp, uriOf } from "./ingest/_fixtures.ts";
+import { captureLogger, makeCommit, startFakeRepoStream } from "./ingest/_stream_testing.ts";
+import { startAppview } from "./server.ts";
+import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts";
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const SECRET = "push-secret";
+const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
+
+Deno.test("startAppview serves HTTP and runs both consumers and handle sync on one database", async () => {
+  await using dir = await makeTempDir();
+  await using stream = startFakeRepoStream();
+  await using js = startFakeJetstream();
+  const { log, lines } = captureLogger();
+  const config = loadAppviewConfig({
+    DATA_DIR: `${dir.path}/data`,
+    APPVIEW_PORT: "0",
+    PDS_INTERNAL_URL: stream.url.replace(/^ws/, "http").replace(/\/xrpc\/.*$/, ""),
+    APPVIEW_JETSTREAM_URL: js.url,
+    APPVIEW_INGEST_SECRET: SECRET,
+  });
+  const appview = await startAppview({ config, log, localStream: FAST, publicStream: FAST });
+  try {
+    assert.ok(appview.url !== null);
+    // Push over real HTTP.
+    const pushed = makeCommit(1, [postOp(ALICE, "3kaaaaaaaaaa2", "pushed")], {
+      handle: "alice.test",
+    });
+    const res = await fetch(`${appview.url}/internal/ingest-commit`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${SECRET}`, "content-type": "application/json" },
+      body: JSON.stringify(pushed.push()),
+    });
+    assert.deepEqual(await res.json(), { ok: true, applied: 2 });
+    // The same commit by the local stream, and another by Jetstream.
+    stream.append(1, pushed.frame());
+    await js.waitForClients(1);
+    js.send(
+      makeCommit(2, [postOp(BOB, "3kaaaaaaaaab2", "public")]).jetstream(1_725_911_162_329_308)[0],
+    );
+    await waitFor(() =>
+      appview.localConsumer?.status().cursor === 1 &&
+      appview.publicConsumer?.status().cursor === 1_725_911_162_329_308
+    );
+    const health = await (await fetch(`${appview.url}/healthz`)).json();
+    assert.equal(health.status, "ok");
+    assert.equal(health.consumers.local.state, "live");
+    assert.equal(health.consumers.local.cursor, 1);
+    assert.equal(health.consumers.public.state, "live");
+    assert.equal(health.consumers.public.cursor, 1_725_911_162_329_308);
+    const post = await (await fetch(
+      `${appview.url}/api/post/${uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaaa2")}`,
+    )).json();
+    assert.equal(post.post?.text, "pushed");
+    assert.equal(lines.filter((l) => l.msg === WARN_CORS_UNSET).length, 1);
+    assert.equal(lines.filter((l) => l.msg === WARN_INGEST_SECRET_UNSET).length, 0);
+  } finally {
+    await appview.close();
+  }
+  const db = openIndexDb(config.dbPath);
+  try {
+    assert.equal(readConsumerStatus(db, CONSUMER_LOCAL)?.state, "disabled");
+    assert.equal(readConsumerStatus(db, CONSUMER_PUBLIC)?.state, "disabled");
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("startAppview without a Jetstream URL reports the public consumer disabled", async () => {
+  await using dir = await makeTempDir();
+  const { log } = captureLogger();
+  const config = loadAppviewConfig({
+    DATA_DIR: dir.path,
+    APPVIEW_PORT: "0",
+    PDS_INTERNAL_URL: "http://127.0.0.1:9",
+  });
+  await using appview = await startAppview({
+    config,
+    log,
+    components: { localConsumer: false, handleSync: false },
+  });
+  assert.equal(appview.publicConsumer, null);
+  const res = await fetch(`${appview.url}/healthz`);
+  const body = await res.json();
+  assert.equal(body.consumers.public.state, "disabled");
+  assert.equal(readConsumerStatus(appview.ctx.db, CONSUMER_PUBLIC)?.state, "disabled");
+});
+
+Deno.test("startAppview with HTTP off serves nothing and returns a null url", async () => {
+  await using dir = await makeTempDir();
+  const config = loadAppviewConfig({ DATA_DIR: dir.path, PDS_INTERNAL_URL: "http://127.0.0.1:9" });
+  await using appview = await startAppview({
+    config,
+    log: captureLogger().log,
+    components: { http: false, localConsumer: false, publicConsumer: false, handleSync: false },
+  });
+  assert.equal(appview.url, null);
+  assert.equal(appview.localConsumer, null);
+});

@@ -1,0 +1,153 @@
+/**
+ * The local-stream consumer as a real process (`deno task consumer:local`, DESIGN.md section 6):
+ * killed with SIGKILL mid-stream and restarted, it ends with the same tables as an uninterrupted
+ * run (spec 6.2 rule 2: the cursor is stored with the ops it covers); its state shows in the
+ * `/healthz` of another process through the status rows; SIGTERM stops it cleanly.
+ */
+
+import assert from "node:assert/strict";
+import type { DatabaseSync } from "node:sqlite";
+import { healthRoutes } from "../appview/api/health.ts";
+import { dumpTables } from "../appview/db/_testing.ts";
+import { openIndexDb } from "../appview/db/open.ts";
+import {
+  CONSUMER_LOCAL,
+  CURSOR_LOCAL_SEQ,
+  readConsumerStatus,
+  readCursor,
+} from "../appview/db/state.ts";
+import { didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../appview/ingest/_fixtures.ts";
+import {
+  makeCommit,
+  openTestContext,
+  startFakeRepoStream,
+  type TestCommit,
+} from "../appview/ingest/_stream_testing.ts";
+import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
+import { APPVIEW_ENV_NAMES } from "../appview/main.ts";
+import { COLLECTION_POST } from "../shared/nsid.ts";
+import { encodeTid } from "../shared/tid.ts";
+import { makeTempDir, REPO_ROOT, waitFor } from "./_util.ts";
+
+const TOTAL = 1200;
+const DIDS = Array.from({ length: 8 }, (_, i) => didOf(`user${"abcdefgh"[i]}`));
+
+/** A realistic mix: posts, likes and reposts of earlier posts, follows. */
+function history(): TestCommit[] {
+  const posts: string[] = [];
+  const commits: TestCommit[] = [];
+  for (let seq = 1; seq <= TOTAL; seq++) {
+    const did = DIDS[seq % DIDS.length];
+    const rkey = encodeTid(1_700_000_000_000_000 + seq, 0);
+    const target = posts[(seq * 7) % Math.max(1, posts.length)];
+    let op;
+    if (seq % 4 === 0 || target === undefined) {
+      op = postOp(did, rkey, `post ${seq}`);
+      posts.push(uriOf(did, COLLECTION_POST, rkey));
+    } else if (seq % 4 === 1) op = likeOp(did, rkey, target);
+    else if (seq % 4 === 2) op = followOp(did, rkey, DIDS[(seq * 3) % DIDS.length]);
+    else op = repostOp(did, rkey, target);
+    commits.push(makeCommit(seq, [op]));
+  }
+  return commits;
+}
+
+function spawnConsumer(dataDir: string, pdsUrl: string, args = ["consumer:local"]) {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-net=127.0.0.1",
+      `--allow-read=${dataDir}`,
+      `--allow-write=${dataDir}`,
+      `--allow-env=${APPVIEW_ENV_NAMES.join(",")}`,
+      "appview/main.ts",
+      ...args,
+    ],
+    cwd: REPO_ROOT,
+    env: { DATA_DIR: dataDir, PDS_INTERNAL_URL: pdsUrl, LOG_LEVEL: "warn" },
+    clearEnv: true,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+const DUMP_OPTS = {
+  exclude: ["consumer_status", "ingest_skips", "schema_migrations"],
+  omitColumns: ["indexed_at", "updated_at"],
+};
+
+Deno.test("a consumer process killed with SIGKILL mid-stream and restarted ends with the same tables as an uninterrupted run", async () => {
+  await using dir = await makeTempDir();
+  const commits = history();
+  await using stream = startFakeRepoStream({ replayChunk: 25, replayPauseMs: 5 });
+  for (const c of commits) stream.append(c.seq, c.frame());
+  const pdsUrl = stream.url.replace(/^ws/, "http").replace(/\/xrpc\/.*$/, "");
+
+  // Reference: an uninterrupted in-process run.
+  let reference;
+  {
+    using ctx = openTestContext();
+    await using consumer = createLocalStreamConsumer(ctx, { url: stream.url });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === TOTAL, { timeoutMs: 10_000 });
+    reference = dumpTables(ctx.db, DUMP_OPTS);
+  }
+
+  const db: DatabaseSync = openIndexDb(`${dir.path}/appview.sqlite`);
+  try {
+    const first = spawnConsumer(dir.path, pdsUrl);
+    const firstLog = new Response(first.stderr).text();
+    const killedAt = await waitFor(() => {
+      const c = readCursor(db, CURSOR_LOCAL_SEQ);
+      return c !== null && c >= 100 ? c : null;
+    }, { timeoutMs: 15_000, message: "first consumer progress" });
+    first.kill("SIGKILL");
+    const status = await first.status;
+    assert.equal(status.signal, "SIGKILL");
+    await firstLog;
+    const afterKill = readCursor(db, CURSOR_LOCAL_SEQ)!;
+    assert.ok(afterKill >= killedAt && afterKill < TOTAL, `killed at ${afterKill} of ${TOTAL}`);
+
+    const second = spawnConsumer(dir.path, pdsUrl);
+    const secondLog = new Response(second.stderr).text();
+    try {
+      await waitFor(() => readCursor(db, CURSOR_LOCAL_SEQ) === TOTAL, {
+        timeoutMs: 15_000,
+        message: "second consumer catches up",
+      });
+      assert.equal(stream.cursors.length, 3);
+      assert.equal(stream.cursors[2], String(afterKill));
+      assert.deepEqual(dumpTables(db, DUMP_OPTS), reference);
+
+      // The consumer's state is visible to /healthz of another process (status rows).
+      using ctx = openTestContext({ dbPath: `${dir.path}/appview.sqlite` });
+      await waitFor(() => readConsumerStatus(db, CONSUMER_LOCAL)?.cursor === TOTAL);
+      const res = await healthRoutes(ctx).request("/healthz");
+      assert.equal(res.status, 200);
+      const body = await res.json();
+      assert.equal(body.consumers.local.state, "live");
+      assert.equal(body.consumers.local.cursor, TOTAL);
+      assert.equal(body.consumers.local.stale, false);
+      assert.equal(body.consumers.public.state, "disabled");
+      assert.equal(body.status, "ok");
+    } finally {
+      second.kill("SIGTERM");
+      const stopped = await second.status;
+      const log = await secondLog;
+      assert.equal(stopped.code, 0, log);
+    }
+    assert.equal(readConsumerStatus(db, CONSUMER_LOCAL)?.state, "disabled");
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("appview/main.ts rejects an unknown command", async () => {
+  await using dir = await makeTempDir();
+  const child = spawnConsumer(dir.path, "http://127.0.0.1:9", ["nope"]);
+  const [status, err] = await Promise.all([child.status, new Response(child.stderr).text()]);
+  assert.equal(status.code, 2);
+  assert.match(err, /^Usage: appview\/main\.ts/);
+});
