@@ -113,7 +113,7 @@ export function commitBody(
     repo: DID,
     commit: commit.cid,
     rev: REV,
-    since: null,
+    since: "3jzfcijpj2z2a",
     blocks: car ?? writeCar([commit.cid], [commit, ...present]),
     ops: COMMIT.map(([action, collection, rkey], i) => ({
       action,

@@ -45,8 +45,18 @@ export interface HandleOp {
   readonly handle: string | null;
 }
 
+/**
+ * An account exists (a repository's first commit on the local stream, or a Jetstream `account`
+ * event for an active account): the index then knows the DID as a notification recipient
+ * (spec 3.1) before it has posted.
+ */
+export interface AccountOp {
+  readonly kind: "account";
+  readonly did: string;
+}
+
 /** One operation for the index write path. */
-export type IndexOp = RecordOp | HandleOp;
+export type IndexOp = RecordOp | HandleOp | AccountOp;
 
 /** Most operations accepted in one commit event or push payload (atproto `ops` limit). */
 export const MAX_OPS_PER_COMMIT = 200;
@@ -71,7 +81,8 @@ export class OpsError extends Error {
  * [{action, path, cid}]` and `blocks` (a CAR slice). Op CIDs may be `CID` instances or strings;
  * records are decoded from the CAR and converted to lex JSON, so binary links become `{$link}`
  * while links already stored as `{$link}` maps stay as they are. Ops of every collection are
- * returned; the write path filters.
+ * returned; the write path filters. A repository's first commit (`since` null) also gives a
+ * leading {@link AccountOp}: the account was just created.
  *
  * @throws {OpsError} on any malformed body, op, CAR slice or record block.
  */
@@ -81,7 +92,7 @@ export function opsFromCommitEvent(body: Record<string, unknown>): IndexOp[] {
     const did = checkDid("repo", body.repo);
     const ops = checkOpList("ops", body.ops);
     let blocks: Map<string, Uint8Array> | null = null;
-    return ops.map((op, i): RecordOp => {
+    const records = ops.map((op, i): RecordOp => {
       if (!isPlainObject(op)) fail(`Invalid ops[${i}]: ${show(op)}`);
       const action = checkAction(`ops[${i}].action`, op.action);
       const [collection, rkey] = checkPath(`ops[${i}].path`, op.path);
@@ -96,13 +107,15 @@ export function opsFromCommitEvent(body: Record<string, unknown>): IndexOp[] {
       if (bytes === undefined) fail(`Commit blocks lack the record of ${op.path}: ${key}`);
       return recordOp(did, action, collection, rkey, key, decodeRecord(key, bytes));
     });
+    return body.since === null ? [{ kind: "account", did }, ...records] : records;
   });
 }
 
 /**
  * Converts one parsed Jetstream event (DESIGN.md section 4, "Public stream"): a `commit` gives
  * one {@link RecordOp}, an `identity` one {@link HandleOp} (lower-cased; null when absent or not
- * a valid handle), an `account` nothing.
+ * a valid handle), an `account` of an active account one {@link AccountOp} (an inactive one
+ * nothing).
  *
  * @throws {OpsError} on a malformed event or an unknown `kind`.
  */
@@ -123,8 +136,10 @@ export function opsFromJetstream(event: unknown): IndexOp[] {
         if (id.did !== undefined && id.did !== did) fail(`Invalid identity.did: ${show(id.did)}`);
         return [{ kind: "handle", did, handle: checkHandle("identity.handle", id.handle) }];
       }
-      case "account":
-        return [];
+      case "account": {
+        const acct = event.account;
+        return isPlainObject(acct) && acct.active === true ? [{ kind: "account", did }] : [];
+      }
       default:
         fail(`Unknown Jetstream event kind: ${show(event.kind)}`);
     }

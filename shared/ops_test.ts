@@ -57,6 +57,27 @@ Deno.test("an unknown embed survives conversion and validation byte for byte (sp
   assert.deepEqual(encodeCbor(fromLexJson(viaJetstream.record)), binary[0]!.bytes);
 });
 
+Deno.test("a repository's first commit (since null) also says the account exists", () => {
+  const binary = recordBlocks("binary");
+  const later = commitBody(binary, "instance");
+  const first = { ...later, since: null };
+  const ops = opsFromCommitEvent(first);
+  assert.deepEqual(ops[0], { kind: "account", did: DID });
+  assert.deepEqual(ops.slice(1), opsFromCommitEvent(later));
+  assert.deepEqual(opsFromCommitEvent({ ...first, ops: [] }), [{ kind: "account", did: DID }]);
+});
+
+Deno.test("a Jetstream account event gives an account op only while the account is active", () => {
+  const event = (active: boolean) => ({
+    did: DID,
+    time_us: 1725516665333808,
+    kind: "account",
+    account: { active, did: DID, seq: 1, time: "2024-09-05T06:11:04.870Z" },
+  });
+  assert.deepEqual(opsFromJetstream(event(true)), [{ kind: "account", did: DID }]);
+  assert.deepEqual(opsFromJetstream(event(false)), []);
+});
+
 Deno.test("opsFromCommitEvent reads no CAR for a delete-only commit and keeps every collection", () => {
   const body = {
     repo: DID,

@@ -79,7 +79,7 @@ export function makeCommit(
         repo: did,
         commit: commitBlock.cid,
         rev,
-        since: null,
+        since: "3jzfcijpj2z2a",
         blocks: writeCar([commitBlock.cid], [commitBlock, ...present]),
         ops: real.map((op, i) => ({
           action: op.action,

@@ -88,6 +88,8 @@ export class IndexWriter {
   readonly #skips: SkipTally;
   readonly #writeCursor: (name: string, value: number, at: string) => void;
   readonly #savepoint: { begin: StatementSync; release: StatementSync; undo: StatementSync };
+  /** An account exists: its profile row makes it a known notification recipient (spec 3.1). */
+  readonly #knownAccount: StatementSync;
   readonly #stats: IndexWriterStats = {
     applied: 0,
     skipped: 0,
@@ -122,6 +124,7 @@ export class IndexWriter {
     this.#handles = new HandleIndexer(db);
     this.#skips = new SkipTally(db, this.#indexers);
     this.#writeCursor = prepareCursorWrite(db);
+    this.#knownAccount = db.prepare("INSERT INTO profiles (did) VALUES (?) ON CONFLICT DO NOTHING");
     this.#savepoint = {
       begin: db.prepare("SAVEPOINT op"),
       release: db.prepare("RELEASE op"),
@@ -243,6 +246,10 @@ export class IndexWriter {
       );
       return true;
     }
+    if (op.kind === "account") {
+      this.#knownAccount.run(op.did);
+      return true;
+    }
     const indexer = this.#indexers.get(op.collection);
     if (indexer === undefined) {
       return this.#skip("unsupported_collection", op, `Unsupported collection: ${op.collection}`);
@@ -280,7 +287,7 @@ class OpFailure extends Error {
 }
 
 function describeOp(op: IndexOp): Record<string, unknown> {
-  return op.kind === "handle"
+  return op.kind !== "record"
     ? { kind: op.kind, did: op.did }
     : { kind: op.kind, action: op.action, did: op.did, collection: op.collection, rkey: op.rkey };
 }

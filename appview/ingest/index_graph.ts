@@ -64,8 +64,8 @@ export class FollowIndexer implements CollectionIndexer {
         return null;
       }
     }
-    this.#counters.increment(op.did, "following_count");
-    this.#counters.increment(subject, "follower_count");
+    // Notify before counting: the follower-count row this follow creates must not make the
+    // subject "already known" (spec 3.1) by itself.
     this.#notifier.notify({
       kind: "follow",
       recipientDid: subject,
@@ -75,6 +75,8 @@ export class FollowIndexer implements CollectionIndexer {
       createdAt,
       indexedAt: now,
     });
+    this.#counters.increment(op.did, "following_count");
+    this.#counters.increment(subject, "follower_count");
     return null;
   }
 

@@ -3,9 +3,10 @@
  * that decides everything inside SQLite, in the caller's transaction (the same one as the
  * like/repost counter change):
  * - never to oneself (actor equals recipient);
- * - only to a recipient already known to the index: a post row, or a profile row that holds a
- *   profile record or a handle. Rows that only hold follower/following counts do not count,
- *   otherwise being followed once would make any DID "known";
+ * - only to a recipient already known to the index (spec 3.1: "has a profile row or a post
+ *   row"), as it was before the op being applied: callers notify before any counter update
+ *   that could create the recipient's profile row, so being followed does not by itself make a
+ *   DID known, while an account that has followed, posted or been named by a handle event is;
  * - at most one per (recipient, kind, author, subject): the unique index `notifications_dedupe`
  *   makes an unlike + relike (or a redelivered commit) create nothing new.
  *
@@ -23,7 +24,7 @@ INSERT OR IGNORE INTO notifications
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
 WHERE ?1 <> ?3 AND (
   EXISTS (SELECT 1 FROM posts WHERE did = ?1)
-  OR EXISTS (SELECT 1 FROM profiles WHERE did = ?1 AND (has_record = 1 OR handle IS NOT NULL))
+  OR EXISTS (SELECT 1 FROM profiles WHERE did = ?1)
 )`;
 
 /** One notification to emit. */

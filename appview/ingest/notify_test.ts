@@ -96,22 +96,30 @@ Deno.test("no notification to oneself: self-like, self-repost, self-reply, self-
   });
 });
 
-Deno.test("no notification to a recipient unknown to the index", () => {
+Deno.test("no notification to a recipient unknown to the index (spec 3.1)", () => {
   using ix = openTestIndex();
   const unknownPost = uriOf(CAROL, COLLECTION_POST, "c1");
   ix.apply(
     likeOp(BOB, "l1", unknownPost),
     repostOp(BOB, "r1", unknownPost),
-    followOp(BOB, "f1", CAROL),
     postOp(BOB, "b1", "reply", { parent: unknownPost }),
+    followOp(BOB, "f1", CAROL),
   );
-  // Being followed created a counters-only row for CAROL; it does not make her known.
+  // The follow was decided before its own follower-count row for CAROL existed.
+  assert.deepEqual(notifications(ix), []);
   assert.deepEqual(ix.row("SELECT has_record, handle FROM profiles WHERE did = ?", CAROL), {
     has_record: 0,
     handle: null,
   });
+  // From now on CAROL has a profile row: she is known ("has a profile row or a post row").
   ix.apply(followOp(ALICE, "f2", CAROL));
-  assert.deepEqual(notifications(ix), []);
+  assert.deepEqual(notifications(ix).map((n) => [n.kind, n.author_did]), [["follow", ALICE]]);
+});
+
+Deno.test("an account op makes a DID known before it has posted", () => {
+  using ix = openTestIndex();
+  ix.apply({ kind: "account", did: CAROL }, followOp(BOB, "f1", CAROL));
+  assert.deepEqual(notifications(ix).map((n) => [n.kind, n.author_did]), [["follow", BOB]]);
 });
 
 Deno.test("a recipient is known through a post, a profile record or a handle", () => {

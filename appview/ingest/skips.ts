@@ -46,13 +46,13 @@ export class SkipTally {
 
   /** Counts one skipped op. */
   add(reason: SkipReason, op: IndexOp, detail: string): void {
-    const collection = op.kind === "handle"
+    const collection = op.kind !== "record"
       ? HANDLE_COLLECTION
       : this.#known.has(op.collection)
       ? op.collection
       : OTHER_COLLECTION;
     const key = `${reason} ${collection}`;
-    const uri = op.kind === "handle" ? null : `at://${op.did}/${op.collection}/${op.rkey}`;
+    const uri = op.kind !== "record" ? null : `at://${op.did}/${op.collection}/${op.rkey}`;
     const entry = this.#entries.get(key);
     const shortDetail = detail.slice(0, MAX_DETAIL_LENGTH);
     if (entry === undefined) {
