@@ -1,15 +1,89 @@
 /**
- * `deno task dev`: the whole system in one process on embedded defaults. The account host and
- * the index are not built yet; until they are, this says so instead of pretending.
+ * `deno task dev`: the whole system in one process on embedded defaults: the account host, the
+ * index with its HTTP API, both stream consumers (the public one only when
+ * `APPVIEW_JETSTREAM_URL` is set) and handle sync. Zero configuration: development secrets are
+ * generated once into `DATA_DIR` and reused, with warnings. Ctrl-C (SIGINT) or SIGTERM shuts
+ * everything down cleanly.
  */
 
-const NOT_BUILT = [
-  "account host (pds/): not built yet",
-  "index (appview/): not built yet",
-];
+import { loadAppviewConfig, readAppviewEnv } from "../appview/config.ts";
+import { startAppview } from "../appview/server.ts";
+import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
+import { loadOrCreateJwtSecret } from "../pds/main.ts";
+import { startPds } from "../pds/server.ts";
+import { createLogger, isLogLevel, type Logger } from "../shared/log.ts";
+
+/** File name of the generated development ingest secret inside `DATA_DIR`. */
+const INGEST_SECRET_FILE = "ingest_secret";
+
+/** Reads or creates a development secret file (mode 0600) inside `dataDir`. */
+async function loadOrCreateDevSecret(dataDir: string, file: string): Promise<string> {
+  const path = `${dataDir.replace(/\/+$/, "") || "."}/${file}`;
+  try {
+    return (await Deno.readTextFile(path)).trim();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  const secret = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  await Deno.mkdir(dataDir, { recursive: true });
+  await Deno.writeTextFile(path, secret + "\n", { mode: 0o600, createNew: true });
+  return secret;
+}
+
+/** Starts every component; returns a function that stops them all. */
+export async function startDev(log: Logger): Promise<() => Promise<void>> {
+  const pdsEnv = readPdsEnv();
+  const appviewEnv = readAppviewEnv();
+  const dataDir = pdsEnv.DATA_DIR?.trim() || "./data";
+
+  const ingestSecret = pdsEnv.APPVIEW_INGEST_SECRET?.trim() ||
+    await loadOrCreateDevSecret(dataDir, INGEST_SECRET_FILE);
+  if (!pdsEnv.APPVIEW_INGEST_SECRET?.trim()) {
+    log.warn("APPVIEW_INGEST_SECRET is not set: using a generated development secret", {
+      path: `${dataDir}/${INGEST_SECRET_FILE}`,
+    });
+  }
+  pdsEnv.APPVIEW_INGEST_SECRET = ingestSecret;
+  appviewEnv.APPVIEW_INGEST_SECRET = ingestSecret;
+
+  const pdsConfig = loadPdsConfig(pdsEnv);
+  const appviewConfig = loadAppviewConfig(appviewEnv);
+  const jwtSecret = await loadOrCreateJwtSecret(pdsConfig, log.child("pds"));
+  const pds = await startPds({ env: pdsEnv, jwtSecret, log: log.child("pds") });
+  let appview;
+  try {
+    appview = await startAppview({ config: appviewConfig, log: log.child("appview") });
+  } catch (err) {
+    await pds.close();
+    throw err;
+  }
+  log.info("dev is running", { pds: pds.url, appview: appview.url, dataDir });
+  return async () => {
+    await appview.close();
+    await pds.close();
+  };
+}
 
 if (import.meta.main) {
-  console.error("deno task dev: nothing to run yet.");
-  for (const line of NOT_BUILT) console.error(`  - ${line}`);
-  Deno.exit(1);
+  const level = Deno.env.get("LOG_LEVEL") ?? "info";
+  const log = createLogger("dev", { level: isLogLevel(level) ? level : "info" });
+  try {
+    const stop = await startDev(log);
+    let stopping = false;
+    const shutdown = () => {
+      if (stopping) return;
+      stopping = true;
+      log.info("shutting down");
+      stop().then(() => Deno.exit(0), (err) => {
+        log.error("shutdown failed", { err });
+        Deno.exit(1);
+      });
+    };
+    Deno.addSignalListener("SIGINT", shutdown);
+    Deno.addSignalListener("SIGTERM", shutdown);
+  } catch (err) {
+    log.error("dev failed to start", { err });
+    Deno.exit(1);
+  }
 }

@@ -1,0 +1,106 @@
+/**
+ * The newcomer's first minute: `deno task dev` with zero configuration (fresh data directory,
+ * generated secrets) and `deno task demo` against it, both as real subprocesses; the demo's
+ * output shows the timeline, the thread and the notifications, and Ctrl-C (SIGINT) stops dev
+ * cleanly.
+ */
+
+import assert from "node:assert/strict";
+import { freePort } from "./_system.ts";
+import { REPO_ROOT, waitFor } from "./_util.ts";
+
+/** Environment passed through to subprocesses (the rest is cleared). */
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+async function readAll(stream: ReadableStream<Uint8Array>, sink: string[]): Promise<void> {
+  const decoder = new TextDecoderStream();
+  for await (const chunk of stream.pipeThrough(decoder)) sink.push(chunk);
+}
+
+Deno.test("deno task demo runs against deno task dev started with zero configuration", async () => {
+  const dataDir = `./data/test-dev-${crypto.randomUUID().slice(0, 8)}`;
+  const pdsPort = freePort();
+  const appviewPort = freePort();
+  const urls = {
+    PDS_PUBLIC_URL: `http://localhost:${pdsPort}`,
+    APPVIEW_PUBLIC_URL: `http://localhost:${appviewPort}`,
+  };
+  const cwd = REPO_ROOT.pathname;
+  const dev = new Deno.Command(Deno.execPath(), {
+    args: ["task", "dev"],
+    cwd,
+    clearEnv: true,
+    env: {
+      ...baseEnv(),
+      ...urls,
+      DATA_DIR: dataDir,
+      PDS_PORT: String(pdsPort),
+      APPVIEW_PORT: String(appviewPort),
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const devOut: string[] = [];
+  const reading = Promise.all([readAll(dev.stdout, devOut), readAll(dev.stderr, devOut)]);
+  try {
+    await waitFor(() => devOut.join("").includes('"msg":"dev is running"'), {
+      timeoutMs: 30_000,
+      message: "dev started",
+    });
+    const log = devOut.join("");
+    // Zero configuration: development secrets generated into DATA_DIR, with warnings.
+    assert.match(log, /PDS_JWT_SECRET is not set: using a generated development secret/);
+    assert.match(log, /APPVIEW_INGEST_SECRET is not set: using a generated development secret/);
+    assert.ok((await Deno.stat(`${cwd}${dataDir.slice(2)}/pds_jwt_secret`)).isFile);
+
+    const demo = await new Deno.Command(Deno.execPath(), {
+      args: ["task", "demo"],
+      cwd,
+      clearEnv: true,
+      env: { ...baseEnv(), ...urls },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const out = new TextDecoder().decode(demo.stdout);
+    assert.equal(demo.code, 0, `demo failed:\n${out}\n${new TextDecoder().decode(demo.stderr)}`);
+    const lines = out.trim().split("\n");
+    const handle = (name: string) => lines[0].match(new RegExp(`@(${name}-[a-z0-9]+\\.test)`))![1];
+    const [alice, bob, carol] = [handle("alice"), handle("bob"), handle("carol")];
+    assert.match(lines[0], /^created accounts: /);
+    const timelineAt = lines.indexOf(`home timeline of @${bob}:`);
+    assert.ok(timelineAt > 0, out);
+    assert.match(lines[timelineAt + 1], new RegExp(`^  @${alice}: Hello from the demo `));
+    const threadAt = lines.indexOf("thread:");
+    assert.match(lines[threadAt + 1], new RegExp(`^  @${alice}: Hello from the demo `));
+    assert.equal(lines[threadAt + 2], "    likes 1, reposts 1");
+    assert.equal(lines[threadAt + 3], `    reply: @${bob}: Welcome, Alice!`);
+    const notesAt = lines.findIndex((l) => l.startsWith(`notifications of @${alice} (`));
+    assert.equal(lines[notesAt], `notifications of @${alice} (5 unread):`);
+    const notes = lines.slice(notesAt + 1, notesAt + 6).sort();
+    assert.deepEqual(
+      notes,
+      [
+        `  follow from @${bob}`,
+        `  follow from @${carol}`,
+        `  like from @${carol}: "${lines[timelineAt + 1].split(": ")[1]}"`,
+        `  reply from @${bob}: "Welcome, Alice!"`,
+        `  repost from @${bob}: "${lines[timelineAt + 1].split(": ")[1]}"`,
+      ].sort(),
+    );
+    assert.equal(lines.at(-1), "marked 5 notifications read");
+  } finally {
+    dev.kill("SIGINT");
+    const status = await dev.status;
+    await reading;
+    await Deno.remove(`${cwd}${dataDir.slice(2)}`, { recursive: true }).catch(() => {});
+    assert.equal(status.code, 0, `dev exit:\n${devOut.join("").slice(-2000)}`);
+  }
+  assert.match(devOut.join(""), /"msg":"shutting down"/);
+});
