@@ -7,64 +7,27 @@
 
 import { placeholderHandle } from "../ingest/handles.ts";
 
-/** Spec 2.2: an embed, kept verbatim. */
-export type Embed = { $type: string; [member: string]: unknown };
+import type {
+  ActorProfile as WireActorProfile,
+  Embed,
+  Notification as WireNotification,
+  Post as WirePost,
+  Profile as WireProfile,
+} from "../../shared/client_types.ts";
+
+export type { Embed };
+
+// The wire shapes of spec part 2 are defined once, in shared/client_types.ts (the client reads
+// them too). The index always sends every member, so here they are all required.
 
 /** Spec 2.1: a post as the index serves it. */
-export interface Post {
-  uri: string;
-  did: string;
-  handle: string;
-  rkey: string;
-  collection: string;
-  text: string;
-  cid: string;
-  parent_uri: string | null;
-  root_uri: string | null;
-  embed: Embed | null;
-  langs: string[];
-  created_at: string;
-  like_count: number;
-  repost_count: number;
-  avatar_cid: string | null;
-}
-
+export type Post = Required<WirePost>;
 /** Spec 2.4: `ProfileResponse`. */
-export interface Profile {
-  did: string;
-  handle: string;
-  posts: Post[];
-  followers: number;
-  following: number;
-  display_name: string | null;
-  description: string | null;
-  avatar_cid: string | null;
-  banner_cid: string | null;
-  post_count: number;
-}
-
+export type Profile = Required<WireProfile>;
 /** Spec 2.6: `ActorProfile`, a minimal actor card. */
-export interface ActorCard {
-  did: string;
-  handle: string;
-  display_name: string | null;
-  avatar_cid: string | null;
-}
-
+export type ActorCard = Required<WireActorProfile>;
 /** Spec 2.7: a notification, hydrated with its author and subject text. */
-export interface Notification {
-  id: number;
-  kind: string;
-  author_did: string;
-  author_handle: string;
-  author_display_name: string | null;
-  author_avatar_cid: string | null;
-  subject_uri: string | null;
-  subject_text: string | null;
-  created_at: string;
-  indexed_at: string;
-  read_at: string | null;
-}
+export type Notification = Required<WireNotification>;
 
 /** Columns of `posts` every post query selects (see {@link PostRow}). */
 export const POST_COLUMNS = `id, uri, did, handle, rkey, collection, text, cid, parent_uri,
