@@ -1,0 +1,182 @@
+/**
+ * Accounts: creation (handle checks, password hash, signing key, did:plc, invite redemption, all
+ * committed in one Deno KV atomic operation) and lookups by DID, handle or login identifier.
+ *
+ * @module
+ */
+
+import { generateP256KeyPair } from "../../shared/keys.ts";
+import { isValidDid, isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
+import type { PdsContext } from "../context.ts";
+import { accountKey, handleKey, inviteKey, plcOpKey } from "../store/keys.ts";
+import { setAccountKeyPair } from "./account_keys.ts";
+import { type InviteCode, isInviteAvailable, redeemInvite } from "./invites.ts";
+import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "./password.ts";
+import { mintPlcDid } from "./plc.ts";
+
+/** Stored account. */
+export interface Account {
+  did: string;
+  /** Lower-case handle. */
+  handle: string;
+  /** `password.ts` stored form; never leaves the account host. */
+  passwordHash: string;
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+/** Wire names of account failures (all answered with 400). */
+export type AccountErrorCode =
+  | "InvalidHandle"
+  | "UnsupportedDomain"
+  | "HandleNotAvailable"
+  | "InvalidPassword"
+  | "InvalidInviteCode";
+
+/** A rejected account operation; `code` is the XRPC error name. */
+export class AccountError extends Error {
+  override readonly name = "AccountError";
+  constructor(readonly code: AccountErrorCode, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * The one message for every unusable invite code (missing, empty, unknown, disabled, exhausted),
+ * so that responses do not reveal which codes exist (spec 4.1 rule 5).
+ */
+export const INVALID_INVITE_MESSAGE = "Invite code is invalid or has no uses left";
+
+/** Shortest handle label in front of the domain. */
+export const MIN_HANDLE_LABEL = 3;
+
+const MAX_COMMIT_ATTEMPTS = 100;
+
+/** Input of {@link createAccount}. */
+export interface CreateAccountInput {
+  handle: string;
+  password: string;
+  inviteCode?: string;
+}
+
+/**
+ * Creates an account. When invites are required, the redemption (conditional on the code
+ * existing, not disabled and `usedCount < maxUses`), the account, the handle index, the signing
+ * key and the redemption log are one atomic operation; on a failed check everything is re-read
+ * and retried, so a lost race either wins later or fails with nothing consumed.
+ *
+ * @throws {AccountError}
+ */
+export async function createAccount(ctx: PdsContext, input: CreateAccountInput): Promise<Account> {
+  const handle = checkHandle(ctx, input.handle);
+  checkPassword(input.password);
+  const code = input.inviteCode ?? "";
+  if (ctx.config.inviteRequired && code === "") {
+    throw new AccountError("InvalidInviteCode", INVALID_INVITE_MESSAGE);
+  }
+
+  const keyPair = generateP256KeyPair();
+  const { did, op: plcOp } = mintPlcDid({
+    rotationKey: ctx.serviceKeys.keyPair,
+    signingPublicKey: keyPair.publicKey,
+    handle,
+    pdsUrl: ctx.config.publicUrl,
+  });
+  const createdAt = new Date(ctx.now()).toISOString();
+  const account: Account = {
+    did,
+    handle,
+    passwordHash: await hashPassword(input.password),
+    createdAt,
+  };
+
+  for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
+    const [invite, owner] = ctx.config.inviteRequired
+      ? await ctx.kv.getMany<[InviteCode, string]>([inviteKey(code), handleKey(handle)])
+      : [null, await ctx.kv.get<string>(handleKey(handle))];
+    const op = ctx.kv.atomic();
+    if (invite !== null) {
+      // Redemption first: the conditional increment of spec 4.1 rule 5.
+      if (!isInviteAvailable(invite.value)) {
+        throw new AccountError("InvalidInviteCode", INVALID_INVITE_MESSAGE);
+      }
+      redeemInvite(op, invite as Deno.KvEntry<InviteCode>, did, createdAt);
+    }
+    if (owner.value !== null) {
+      throw new AccountError("HandleNotAvailable", `Handle is already taken: ${q(handle)}`);
+    }
+    op.check(owner).set(owner.key, did)
+      .check({ key: accountKey(did), versionstamp: null }).set(accountKey(did), account)
+      .set(plcOpKey(did), plcOp);
+    setAccountKeyPair(op, did, keyPair);
+    if ((await op.commit()).ok) {
+      ctx.log.info("account created", { did, handle });
+      return account;
+    }
+  }
+  throw new Error(`Account creation for ${q(handle)} lost ${MAX_COMMIT_ATTEMPTS} commit races`);
+}
+
+/** Normalises and checks a requested handle; returns the lower-case handle. */
+export function checkHandle(ctx: PdsContext, raw: unknown): string {
+  if (typeof raw !== "string" || raw.trim() === "") {
+    throw new AccountError("InvalidHandle", "Handle is required");
+  }
+  const handle = normalizeHandle(raw.trim());
+  if (!isValidHandle(handle)) {
+    throw new AccountError("InvalidHandle", `Handle is invalid: ${q(raw)}`);
+  }
+  const domain = ctx.config.handleDomains.find((d) => handle.endsWith(d));
+  if (domain === undefined) {
+    throw new AccountError(
+      "UnsupportedDomain",
+      `Handle must end with ${ctx.config.handleDomains.join(" or ")}: ${q(raw)}`,
+    );
+  }
+  const label = handle.slice(0, -domain.length);
+  if (label.length < MIN_HANDLE_LABEL || label.includes(".")) {
+    throw new AccountError(
+      "InvalidHandle",
+      `Handle must be one label of at least ${MIN_HANDLE_LABEL} characters before ${domain}: ${
+        q(raw)
+      }`,
+    );
+  }
+  return handle;
+}
+
+function checkPassword(password: unknown): void {
+  if (
+    typeof password !== "string" || password.length < MIN_PASSWORD_LENGTH ||
+    password.length > MAX_PASSWORD_LENGTH
+  ) {
+    throw new AccountError(
+      "InvalidPassword",
+      `Password must be between ${MIN_PASSWORD_LENGTH} and ${MAX_PASSWORD_LENGTH} characters`,
+    );
+  }
+}
+
+/** Reads an account by DID. */
+export async function getAccount(kv: Deno.Kv, did: string): Promise<Account | null> {
+  return (await kv.get<Account>(accountKey(did))).value;
+}
+
+/** The DID of a (case-insensitive) handle, or null. */
+export async function getDidForHandle(kv: Deno.Kv, handle: string): Promise<string | null> {
+  return (await kv.get<string>(handleKey(normalizeHandle(handle.trim())))).value;
+}
+
+/** Finds an account by login identifier: a DID, or a handle (case-insensitive). */
+export async function findAccount(kv: Deno.Kv, identifier: string): Promise<Account | null> {
+  const id = identifier.trim();
+  if (id.startsWith("did:")) return isValidDid(id) ? await getAccount(kv, id) : null;
+  if (!isValidHandle(id)) return null;
+  const did = await getDidForHandle(kv, id);
+  return did === null ? null : await getAccount(kv, did);
+}
+
+function q(value: unknown): string {
+  const s = String(value);
+  return JSON.stringify(s.length > 100 ? s.slice(0, 100) + "..." : s);
+}

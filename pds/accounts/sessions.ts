@@ -1,0 +1,152 @@
+/**
+ * Login sessions. A login starts a family; each refresh token (by `jti`) records its family.
+ * Refreshing rotates the pair: the presented token is marked rotated and a new one is issued in
+ * one atomic operation. Presenting a rotated-out token is treated as theft: the whole family is
+ * revoked, so every refresh token descended from that login stops working. Access tokens are
+ * stateless and simply expire (1 hour).
+ *
+ * @module
+ */
+
+import type { PdsContext } from "../context.ts";
+import { refreshTokenKey, sessionFamilyKey } from "../store/keys.ts";
+import {
+  randomId,
+  REFRESH_TTL_SECONDS,
+  signAccessToken,
+  signRefreshToken,
+  TokenError,
+  verifyRefreshToken,
+} from "../auth/tokens.ts";
+import { getAccount } from "./accounts.ts";
+
+/** Stored refresh token. */
+interface RefreshTokenRecord {
+  did: string;
+  family: string;
+  rotated: boolean;
+}
+
+/** Stored login family. */
+interface SessionFamily {
+  did: string;
+  revoked: boolean;
+}
+
+/** The tokens and identity returned by createAccount, createSession and refreshSession. */
+export interface SessionTokens {
+  did: string;
+  handle: string;
+  accessJwt: string;
+  refreshJwt: string;
+}
+
+const RECORD_TTL_MS = REFRESH_TTL_SECONDS * 1000;
+const MAX_COMMIT_ATTEMPTS = 20;
+
+/** Starts a new login family for `did` and issues its first token pair. */
+export async function startSession(
+  ctx: PdsContext,
+  account: { did: string; handle: string },
+): Promise<SessionTokens> {
+  const family = randomId(16);
+  const jti = randomId(32);
+  const res = await ctx.kv.atomic()
+    .set(sessionFamilyKey(family), { did: account.did, revoked: false } satisfies SessionFamily, {
+      expireIn: RECORD_TTL_MS,
+    })
+    .set(
+      refreshTokenKey(jti),
+      { did: account.did, family, rotated: false } satisfies RefreshTokenRecord,
+      { expireIn: RECORD_TTL_MS },
+    )
+    .commit();
+  if (!res.ok) throw new Error("Session creation commit failed");
+  return await issuePair(ctx, account, jti);
+}
+
+/**
+ * Rotates a refresh token: verifies it, checks it is current, marks it rotated and issues a new
+ * pair. A rotated-out token revokes its family and fails.
+ *
+ * @throws {TokenError} `ExpiredToken` for an expired or revoked token, `InvalidToken` otherwise
+ */
+export async function refreshSession(ctx: PdsContext, token: string): Promise<SessionTokens> {
+  const claims = await verifyRefreshToken(ctx, token);
+  for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
+    const { record, family } = await readCurrent(ctx, claims.jti, claims.sub);
+    if (record.value.rotated) {
+      await revokeFamily(ctx, record.value.family);
+      ctx.log.warn("rotated-out refresh token presented; login revoked", { did: claims.sub });
+      throw revoked();
+    }
+    const account = await getAccount(ctx.kv, claims.sub);
+    if (account === null) throw new TokenError("InvalidToken", "Token subject has no account");
+    const nextJti = randomId(32);
+    const res = await ctx.kv.atomic()
+      .check(record, family)
+      .set(record.key, { ...record.value, rotated: true }, { expireIn: RECORD_TTL_MS })
+      .set(
+        refreshTokenKey(nextJti),
+        { did: claims.sub, family: record.value.family, rotated: false },
+        { expireIn: RECORD_TTL_MS },
+      )
+      .set(family.key, family.value, { expireIn: RECORD_TTL_MS })
+      .commit();
+    if (res.ok) return await issuePair(ctx, account, nextJti);
+  }
+  throw new Error("Refresh token rotation lost too many commit races");
+}
+
+/**
+ * Ends the login of a refresh token (deleteSession): the family is revoked and the token record
+ * deleted.
+ *
+ * @throws {TokenError}
+ */
+export async function endSession(ctx: PdsContext, token: string): Promise<void> {
+  const claims = await verifyRefreshToken(ctx, token);
+  const { record } = await readCurrent(ctx, claims.jti, claims.sub);
+  await revokeFamily(ctx, record.value.family);
+  await ctx.kv.delete(record.key);
+}
+
+async function readCurrent(ctx: PdsContext, jti: string, did: string) {
+  const record = await ctx.kv.get<RefreshTokenRecord>(refreshTokenKey(jti));
+  if (record.value === null || record.value.did !== did) throw revoked();
+  const family = await ctx.kv.get<SessionFamily>(sessionFamilyKey(record.value.family));
+  if (family.value === null || family.value.revoked) throw revoked();
+  return {
+    record: record as Deno.KvEntry<RefreshTokenRecord>,
+    family: family as Deno.KvEntry<SessionFamily>,
+  };
+}
+
+async function revokeFamily(ctx: PdsContext, familyId: string): Promise<void> {
+  const key = sessionFamilyKey(familyId);
+  for (;;) {
+    const family = await ctx.kv.get<SessionFamily>(key);
+    if (family.value === null || family.value.revoked) return;
+    const res = await ctx.kv.atomic()
+      .check(family)
+      .set(key, { ...family.value, revoked: true }, { expireIn: RECORD_TTL_MS })
+      .commit();
+    if (res.ok) return;
+  }
+}
+
+async function issuePair(
+  ctx: PdsContext,
+  account: { did: string; handle: string },
+  jti: string,
+): Promise<SessionTokens> {
+  const [accessJwt, refreshJwt] = await Promise.all([
+    signAccessToken(ctx, account.did),
+    signRefreshToken(ctx, account.did, jti),
+  ]);
+  return { did: account.did, handle: account.handle, accessJwt, refreshJwt };
+}
+
+function revoked(): TokenError {
+  return new TokenError("ExpiredToken", "Token has been revoked");
+}

@@ -1,0 +1,52 @@
+/**
+ * The account host's HTTP application: mounts the XRPC routers and the well-known documents,
+ * puts the context on every request (`c.var.ctx`) and maps every error to XRPC JSON.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { cors } from "hono/cors";
+import type { PdsContext, PdsEnv } from "./context.ts";
+import { handleNotFound, handleXrpcError, XrpcError } from "./xrpc/errors.ts";
+import { identityRoutes, wellKnownRoutes } from "./xrpc/identity.ts";
+import { serverRoutes } from "./xrpc/server.ts";
+import { repoRoutes } from "./xrpc/repo.ts";
+import { syncRoutes } from "./xrpc/sync.ts";
+import { subscribeRoutes } from "./xrpc/subscribe.ts";
+
+/**
+ * Hard cap on any declared request body. Endpoints enforce their own, smaller limits while
+ * reading (JSON procedures 1 MB, blobs 1 MiB); this only refuses absurd uploads up front.
+ */
+export const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
+
+/** Builds the account host's Hono app for `ctx`. */
+export function createPdsApp(ctx: PdsContext): Hono<PdsEnv> {
+  const app = new Hono<PdsEnv>();
+  app.use("*", async (c, next) => {
+    c.set("ctx", ctx);
+    const length = c.req.header("content-length");
+    if (length !== undefined && Number(length) > MAX_REQUEST_BYTES) {
+      throw new XrpcError(
+        413,
+        "PayloadTooLarge",
+        `Request body is larger than ${MAX_REQUEST_BYTES} bytes`,
+      );
+    }
+    await next();
+  });
+  // Tokens travel as bearer headers, never cookies, so any origin may call the account host.
+  app.use("*", cors({ origin: "*", maxAge: 600 }));
+
+  app.route("/", wellKnownRoutes(ctx));
+  app.route("/", serverRoutes(ctx));
+  app.route("/", identityRoutes(ctx));
+  app.route("/", repoRoutes(ctx));
+  app.route("/", syncRoutes(ctx));
+  app.route("/", subscribeRoutes(ctx));
+
+  app.onError(handleXrpcError(ctx.log));
+  app.notFound(handleNotFound(app));
+  return app;
+}

@@ -1,0 +1,201 @@
+/**
+ * Account host configuration (DESIGN.md section 5). The only module of `pds/` that sees the
+ * environment: raw variables in, a validated, frozen {@link PdsConfig} out. A bad value fails
+ * with a {@link ConfigError} naming the variable.
+ *
+ * @module
+ */
+
+import { isLogLevel, type LogLevel } from "../shared/log.ts";
+
+/** Validated account host configuration. */
+export interface PdsConfig {
+  /** `DATA_DIR`: home of the KV file (and the generated dev secret). */
+  readonly dataDir: string;
+  /** `PDS_HOSTNAME`: listen address. */
+  readonly hostname: string;
+  /** `PDS_PORT`: listen port (0 picks a free one). */
+  readonly port: number;
+  /** `PDS_PUBLIC_URL` without a trailing slash: the account host's own origin. */
+  readonly publicUrl: string;
+  /** The account host's `did:web` (token `iss`, did.json `id`), derived from `publicUrl`. */
+  readonly serviceDid: string;
+  /** `PDS_JWT_SECRET`; null when unset (`main.ts` then generates and persists one). */
+  readonly jwtSecret: string | null;
+  /** `PDS_INVITE_REQUIRED` (default false). */
+  readonly inviteRequired: boolean;
+  /** `PDS_HANDLE_DOMAINS`: accepted handle suffixes, each starting with a dot, lower-case. */
+  readonly handleDomains: readonly string[];
+  /** `PDS_KV_PATH`: a file path or a KV Connect URL (default `$DATA_DIR/pds.kv`). */
+  readonly kvPath: string;
+  /** `APPVIEW_PUBLIC_URL` without a trailing slash. */
+  readonly appviewPublicUrl: string;
+  /** The index's service DID `did:web:<host>%3A<port>`: the `aud` of access tokens (spec 5.1). */
+  readonly appviewServiceDid: string;
+  /** `APPVIEW_INTERNAL_URL` (default: the public URL); null when set to `off` (push disabled). */
+  readonly appviewInternalUrl: string | null;
+  /** `APPVIEW_INGEST_SECRET`; null when unset. */
+  readonly ingestSecret: string | null;
+  /** `PDS_EVENT_RETENTION_DAYS`: how long stored stream events are kept (default 30). */
+  readonly eventRetentionDays: number;
+  /** `LOG_LEVEL` (default `info`). */
+  readonly logLevel: LogLevel;
+}
+
+/** A configuration value is missing or malformed; the message names the variable. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+/** Raw environment, e.g. `Deno.env.toObject()`. */
+export type RawEnv = Record<string, string | undefined>;
+
+/** Every environment variable the account host reads. */
+export const PDS_ENV_VARS: readonly string[] = Object.freeze([
+  "DATA_DIR",
+  "LOG_LEVEL",
+  "PDS_PORT",
+  "PDS_HOSTNAME",
+  "PDS_PUBLIC_URL",
+  "PDS_JWT_SECRET",
+  "PDS_INVITE_REQUIRED",
+  "PDS_HANDLE_DOMAINS",
+  "PDS_KV_PATH",
+  "PDS_EVENT_RETENTION_DAYS",
+  "APPVIEW_PUBLIC_URL",
+  "APPVIEW_INTERNAL_URL",
+  "APPVIEW_INGEST_SECRET",
+]);
+
+/**
+ * Reads the account host's variables from the process environment one by one, so that a
+ * `--allow-env=<list>` permission suffices (`Deno.env.toObject()` needs unrestricted access).
+ */
+export function readPdsEnv(): RawEnv {
+  const env: RawEnv = {};
+  for (const name of PDS_ENV_VARS) env[name] = Deno.env.get(name);
+  return env;
+}
+
+const DEFAULTS = {
+  DATA_DIR: "./data",
+  PDS_PORT: "2583",
+  PDS_HOSTNAME: "127.0.0.1",
+  PDS_PUBLIC_URL: "http://localhost:2583",
+  PDS_HANDLE_DOMAINS: ".test",
+  APPVIEW_PUBLIC_URL: "http://localhost:3000",
+  PDS_EVENT_RETENTION_DAYS: "30",
+} as const;
+
+const HANDLE_DOMAIN_RE = /^(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/;
+
+/** Reads and validates the account host configuration from a raw environment. */
+export function loadPdsConfig(env: RawEnv): PdsConfig {
+  const get = (name: string): string | undefined => {
+    const value = env[name]?.trim();
+    return value === undefined || value === "" ? undefined : value;
+  };
+  const dataDir = get("DATA_DIR") ?? DEFAULTS.DATA_DIR;
+  const publicUrl = parseUrl("PDS_PUBLIC_URL", get("PDS_PUBLIC_URL") ?? DEFAULTS.PDS_PUBLIC_URL);
+  const appviewPublicUrl = parseUrl(
+    "APPVIEW_PUBLIC_URL",
+    get("APPVIEW_PUBLIC_URL") ?? DEFAULTS.APPVIEW_PUBLIC_URL,
+  );
+  const internal = get("APPVIEW_INTERNAL_URL");
+  const jwtSecret = get("PDS_JWT_SECRET") ?? null;
+  if (jwtSecret !== null && jwtSecret.length < 16) {
+    throw new ConfigError("PDS_JWT_SECRET must be at least 16 characters long");
+  }
+  const logLevel = get("LOG_LEVEL") ?? "info";
+  if (!isLogLevel(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got ${q(logLevel)}`);
+  }
+  return Object.freeze({
+    dataDir,
+    hostname: get("PDS_HOSTNAME") ?? DEFAULTS.PDS_HOSTNAME,
+    port: parseIntIn("PDS_PORT", get("PDS_PORT") ?? DEFAULTS.PDS_PORT, 0, 65535),
+    publicUrl: publicUrl.origin,
+    serviceDid: didWebFromUrl(publicUrl),
+    jwtSecret,
+    inviteRequired: parseBool("PDS_INVITE_REQUIRED", get("PDS_INVITE_REQUIRED") ?? "false"),
+    handleDomains: Object.freeze(
+      parseHandleDomains(get("PDS_HANDLE_DOMAINS") ?? DEFAULTS.PDS_HANDLE_DOMAINS),
+    ),
+    kvPath: get("PDS_KV_PATH") ?? joinPath(dataDir, "pds.kv"),
+    appviewPublicUrl: appviewPublicUrl.origin,
+    appviewServiceDid: didWebFromUrl(appviewPublicUrl),
+    appviewInternalUrl: internal === "off"
+      ? null
+      : internal === undefined
+      ? appviewPublicUrl.origin
+      : parseUrl("APPVIEW_INTERNAL_URL", internal).origin,
+    ingestSecret: get("APPVIEW_INGEST_SECRET") ?? null,
+    eventRetentionDays: parseIntIn(
+      "PDS_EVENT_RETENTION_DAYS",
+      get("PDS_EVENT_RETENTION_DAYS") ?? DEFAULTS.PDS_EVENT_RETENTION_DAYS,
+      1,
+      3650,
+    ),
+    logLevel,
+  });
+}
+
+/**
+ * The `did:web` of an origin: `did:web:<host>` plus `%3A<port>` when the URL carries a port
+ * (spec 5.1; reference atproto.md section 14).
+ */
+export function didWebFromUrl(url: URL): string {
+  return url.port === "" ? `did:web:${url.hostname}` : `did:web:${url.hostname}%3A${url.port}`;
+}
+
+function parseUrl(name: string, value: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute URL, got ${q(value)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new ConfigError(`${name} must use http or https, got ${q(value)}`);
+  }
+  if ((url.pathname !== "/" && url.pathname !== "") || url.search || url.hash) {
+    throw new ConfigError(`${name} must be an origin without a path, got ${q(value)}`);
+  }
+  return url;
+}
+
+function parseIntIn(name: string, value: string, min: number, max: number): number {
+  if (!/^\d+$/.test(value)) throw new ConfigError(`${name} must be an integer, got ${q(value)}`);
+  const n = Number(value);
+  if (n < min || n > max) {
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${q(value)}`);
+  }
+  return n;
+}
+
+function parseBool(name: string, value: string): boolean {
+  const v = value.toLowerCase();
+  if (v === "true" || v === "1" || v === "yes") return true;
+  if (v === "false" || v === "0" || v === "no") return false;
+  throw new ConfigError(`${name} must be true or false, got ${q(value)}`);
+}
+
+function parseHandleDomains(value: string): string[] {
+  const domains = value.split(",").map((d) => d.trim().toLowerCase()).filter((d) => d !== "");
+  if (domains.length === 0) throw new ConfigError("PDS_HANDLE_DOMAINS must list a domain");
+  return domains.map((d) => {
+    const domain = d.startsWith(".") ? d : `.${d}`;
+    if (!HANDLE_DOMAIN_RE.test(domain)) {
+      throw new ConfigError(`PDS_HANDLE_DOMAINS has an invalid domain ${q(d)}`);
+    }
+    return domain;
+  });
+}
+
+function joinPath(dir: string, file: string): string {
+  return dir.endsWith("/") ? dir + file : `${dir}/${file}`;
+}
+
+function q(value: string): string {
+  return JSON.stringify(value);
+}

@@ -1,0 +1,96 @@
+// Account host configuration (DESIGN.md section 5; spec 5.1 service DIDs, 5.3 switches).
+
+import assert from "node:assert/strict";
+import { ConfigError, loadPdsConfig } from "./config.ts";
+
+Deno.test("loadPdsConfig applies the documented defaults and derives both service DIDs", () => {
+  const config = loadPdsConfig({});
+  assert.deepEqual({ ...config }, {
+    dataDir: "./data",
+    hostname: "127.0.0.1",
+    port: 2583,
+    publicUrl: "http://localhost:2583",
+    serviceDid: "did:web:localhost%3A2583",
+    jwtSecret: null,
+    inviteRequired: false,
+    handleDomains: [".test"],
+    kvPath: "./data/pds.kv",
+    appviewPublicUrl: "http://localhost:3000",
+    appviewServiceDid: "did:web:localhost%3A3000",
+    appviewInternalUrl: "http://localhost:3000",
+    ingestSecret: null,
+    eventRetentionDays: 30,
+    logLevel: "info",
+  });
+  assert.ok(Object.isFrozen(config));
+  assert.ok(Object.isFrozen(config.handleDomains));
+});
+
+Deno.test("loadPdsConfig reads every variable", () => {
+  const config = loadPdsConfig({
+    DATA_DIR: "/var/lib/social",
+    PDS_PORT: "8080",
+    PDS_HOSTNAME: "0.0.0.0",
+    PDS_PUBLIC_URL: "https://pds.example.com/",
+    PDS_JWT_SECRET: "a-very-long-secret-value",
+    PDS_INVITE_REQUIRED: "true",
+    PDS_HANDLE_DOMAINS: "example.com, .Social.example ",
+    PDS_KV_PATH: "/tmp/x.kv",
+    APPVIEW_PUBLIC_URL: "https://index.example.com:8443",
+    APPVIEW_INTERNAL_URL: "off",
+    APPVIEW_INGEST_SECRET: "shh",
+    PDS_EVENT_RETENTION_DAYS: "30",
+    LOG_LEVEL: "debug",
+  });
+  assert.equal(config.dataDir, "/var/lib/social");
+  assert.equal(config.port, 8080);
+  assert.equal(config.hostname, "0.0.0.0");
+  assert.equal(config.publicUrl, "https://pds.example.com");
+  assert.equal(config.serviceDid, "did:web:pds.example.com");
+  assert.equal(config.jwtSecret, "a-very-long-secret-value");
+  assert.equal(config.inviteRequired, true);
+  assert.deepEqual(config.handleDomains, [".example.com", ".social.example"]);
+  assert.equal(config.kvPath, "/tmp/x.kv");
+  assert.equal(config.appviewServiceDid, "did:web:index.example.com%3A8443");
+  assert.equal(config.appviewInternalUrl, null);
+  assert.equal(config.ingestSecret, "shh");
+  assert.equal(config.eventRetentionDays, 30);
+  assert.equal(config.logLevel, "debug");
+  assert.equal(loadPdsConfig({ DATA_DIR: "/d/" }).kvPath, "/d/pds.kv");
+});
+
+Deno.test("loadPdsConfig fails on bad values, naming the variable and the value", () => {
+  const cases: [Record<string, string>, string][] = [
+    [{ PDS_PORT: "http" }, 'PDS_PORT must be an integer, got "http"'],
+    [{ PDS_PORT: "70000" }, 'PDS_PORT must be between 0 and 65535, got "70000"'],
+    [
+      { PDS_PUBLIC_URL: "localhost:2583" },
+      'PDS_PUBLIC_URL must use http or https, got "localhost:2583"',
+    ],
+    [{ PDS_PUBLIC_URL: "not a url" }, 'PDS_PUBLIC_URL must be an absolute URL, got "not a url"'],
+    [
+      { APPVIEW_PUBLIC_URL: "http://x.test/api" },
+      'APPVIEW_PUBLIC_URL must be an origin without a path, got "http://x.test/api"',
+    ],
+    [{ PDS_INVITE_REQUIRED: "maybe" }, 'PDS_INVITE_REQUIRED must be true or false, got "maybe"'],
+    [{ PDS_JWT_SECRET: "short" }, "PDS_JWT_SECRET must be at least 16 characters long"],
+    [{ PDS_HANDLE_DOMAINS: "bad_domain" }, 'PDS_HANDLE_DOMAINS has an invalid domain "bad_domain"'],
+    [{ PDS_HANDLE_DOMAINS: " , " }, "PDS_HANDLE_DOMAINS must list a domain"],
+    [{ LOG_LEVEL: "loud" }, 'LOG_LEVEL must be debug, info, warn or error, got "loud"'],
+    [
+      { APPVIEW_INTERNAL_URL: "ftp://x" },
+      'APPVIEW_INTERNAL_URL must use http or https, got "ftp://x"',
+    ],
+    [
+      { PDS_EVENT_RETENTION_DAYS: "0" },
+      'PDS_EVENT_RETENTION_DAYS must be between 1 and 3650, got "0"',
+    ],
+  ];
+  for (const [env, message] of cases) {
+    assert.throws(() => loadPdsConfig(env), (err) => {
+      assert.ok(err instanceof ConfigError);
+      assert.equal(err.message, message);
+      return true;
+    });
+  }
+});

@@ -1,0 +1,58 @@
+/**
+ * The typed context every part of the account host receives: configuration, the KV store, the
+ * logger, an injectable clock, the service keys and extension hooks. Built once by
+ * `createPdsContext` (`pds/server.ts`) or by a test; never a global.
+ *
+ * @module
+ */
+
+import type { Logger } from "../shared/log.ts";
+import type { P256KeyPair } from "../shared/keys.ts";
+import type { PdsConfig } from "./config.ts";
+
+/** The account host's signing key (derived from `PDS_JWT_SECRET`) in its usable forms. */
+export interface ServiceKeys {
+  /** Raw P-256 key pair; `publicKey` is what `/.well-known/did.json` publishes. */
+  keyPair: P256KeyPair;
+  /** WebCrypto ES256 signing key (tokens). */
+  signingKey: CryptoKey;
+  /** WebCrypto ES256 verification key (tokens). */
+  verifyKey: CryptoKey;
+}
+
+/** Extension points other components plug into. */
+export interface PdsHooks {
+  /**
+   * Called once after an account (DID, handle, signing key) has been committed to KV, before
+   * the createAccount response is sent; the repository creates the empty initial commit here.
+   * A failure is logged; the account still exists.
+   */
+  onAccountCreated?: (did: string, handle: string) => Promise<void>;
+}
+
+/** Everything a handler or domain function of the account host needs. */
+export interface PdsContext {
+  config: PdsConfig;
+  kv: Deno.Kv;
+  log: Logger;
+  /** Current time in milliseconds since the epoch; injectable for tests. */
+  now(): number;
+  serviceKeys: ServiceKeys;
+  hooks: PdsHooks;
+}
+
+/** What `requireAccess()` stores for the handlers: the authenticated account. */
+export interface AuthInfo {
+  /** The access token's subject (the account DID). */
+  did: string;
+}
+
+/** Hono environment of the account host's routers: `new Hono<PdsEnv>()`. */
+export type PdsEnv = {
+  Variables: {
+    /** Set by `requireAccess()`. */
+    auth: AuthInfo;
+    /** Set by `createPdsApp()` for every request. */
+    ctx: PdsContext;
+  };
+};

@@ -1,0 +1,60 @@
+/**
+ * Entry point of the account host (`deno task pds`): reads the configuration, makes sure a JWT
+ * secret exists, starts the server and closes it on SIGINT/SIGTERM.
+ *
+ * Development convenience: when `PDS_JWT_SECRET` is unset, a random secret is generated once,
+ * stored in `$DATA_DIR/pds_jwt_secret` (mode 0600) and reused on later starts, with a warning.
+ * Production deployments set `PDS_JWT_SECRET`; the secret determines the published signing key.
+ *
+ * @module
+ */
+
+import { createLogger, type Logger } from "../shared/log.ts";
+import { loadPdsConfig, type PdsConfig, readPdsEnv } from "./config.ts";
+import { startPds } from "./server.ts";
+
+/** File name of the generated development secret inside `DATA_DIR`. */
+export const GENERATED_SECRET_FILE = "pds_jwt_secret";
+
+/**
+ * Returns `config.jwtSecret`, or the secret stored in `DATA_DIR` (generated and written on first
+ * use). Logs a warning whenever the generated secret is in use.
+ */
+export async function loadOrCreateJwtSecret(config: PdsConfig, log: Logger): Promise<string> {
+  if (config.jwtSecret) return config.jwtSecret;
+  const dir = config.dataDir.replace(/\/+$/, "") || ".";
+  const path = `${dir}/${GENERATED_SECRET_FILE}`;
+  let secret: string;
+  try {
+    secret = (await Deno.readTextFile(path)).trim();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+    const bytes = crypto.getRandomValues(new Uint8Array(32));
+    secret = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    await Deno.mkdir(dir, { recursive: true });
+    await Deno.writeTextFile(path, secret + "\n", { mode: 0o600, createNew: true });
+  }
+  log.warn("PDS_JWT_SECRET is not set: using a generated development secret", { path });
+  return secret;
+}
+
+async function main(): Promise<void> {
+  const env = readPdsEnv();
+  const config = loadPdsConfig(env);
+  const log = createLogger("pds", { level: config.logLevel });
+  const jwtSecret = await loadOrCreateJwtSecret(config, log);
+  const pds = await startPds({ env, jwtSecret, log });
+  const stop = () => {
+    log.info("shutting down");
+    pds.close().then(() => Deno.exit(0));
+  };
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+}
+
+if (import.meta.main) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    Deno.exit(1);
+  });
+}

@@ -1,0 +1,149 @@
+/**
+ * Assembling and running the account host: `createPdsContext` (keys derived from the secret),
+ * `openPdsKv`, and `startPds` (a real `Deno.serve` server; used by `main.ts`, `scripts/dev.ts`
+ * and tests on port 0).
+ *
+ * @module
+ */
+
+import type { Hono } from "hono";
+import { deriveP256KeyPair } from "../shared/keys.ts";
+import { importSigningKey, importVerifyKey } from "../shared/jwt.ts";
+import { createLogger, type Logger } from "../shared/log.ts";
+import { createPdsApp } from "./app.ts";
+import { ConfigError, loadPdsConfig, type PdsConfig, type RawEnv } from "./config.ts";
+import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
+import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
+import { initRepo } from "./repo/service.ts";
+
+/** HKDF `info` of the service signing key; changing it changes the published key. */
+export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
+
+/** Builds a context: derives the service key from the JWT secret. */
+export async function createPdsContext(opts: {
+  config: PdsConfig;
+  kv: Deno.Kv;
+  /** Overrides `config.jwtSecret` (for example a generated dev secret). */
+  jwtSecret?: string;
+  log?: Logger;
+  now?: () => number;
+  /** Default: `onAccountCreated` writes the repository's initial commit. */
+  hooks?: PdsHooks;
+}): Promise<PdsContext> {
+  const secret = opts.jwtSecret ?? opts.config.jwtSecret;
+  if (!secret) throw new ConfigError("PDS_JWT_SECRET is not set");
+  const keyPair = deriveP256KeyPair(secret, SERVICE_KEY_INFO);
+  const [signingKey, verifyKey] = await Promise.all([
+    importSigningKey(keyPair),
+    importVerifyKey(keyPair.publicKey),
+  ]);
+  const ctx: PdsContext = {
+    config: opts.config,
+    kv: opts.kv,
+    log: opts.log ?? createLogger("pds", { level: opts.config.logLevel }),
+    now: opts.now ?? Date.now,
+    serviceKeys: { keyPair, signingKey, verifyKey },
+    hooks: opts.hooks ?? {},
+  };
+  // Default wiring: every new account gets its empty initial commit.
+  if (opts.hooks === undefined) {
+    ctx.hooks.onAccountCreated = async (did) => void await initRepo(ctx, did);
+  }
+  return ctx;
+}
+
+/** Opens the configured KV store, creating the parent directory of a file path. */
+export async function openPdsKv(config: PdsConfig): Promise<Deno.Kv> {
+  const path = config.kvPath;
+  if (!/^https?:\/\//.test(path) && path !== ":memory:") {
+    const slash = path.lastIndexOf("/");
+    if (slash > 0) await Deno.mkdir(path.slice(0, slash), { recursive: true });
+  }
+  return await Deno.openKv(path);
+}
+
+/** Options of {@link startPds}. */
+export interface StartPdsOptions {
+  /** Raw environment for `loadPdsConfig` (default `{}`: all defaults). */
+  env?: RawEnv;
+  /** Listen address overrides (tests pass `port: 0`). */
+  hostname?: string;
+  port?: number;
+  /** Use this store instead of opening `PDS_KV_PATH`; it is not closed by `close()`. */
+  kv?: Deno.Kv;
+  /** Used when `PDS_JWT_SECRET` is unset (main.ts passes its generated secret). */
+  jwtSecret?: string;
+  log?: Logger;
+  now?: () => number;
+  hooks?: PdsHooks;
+  /** Tuning of the commit stream (tests use small per-connection bounds). */
+  stream?: StreamServicesOptions;
+}
+
+/** A running account host. */
+export interface RunningPds extends AsyncDisposable {
+  /** Base URL the server listens on, e.g. `http://127.0.0.1:41234`. */
+  readonly url: string;
+  readonly ctx: PdsContext;
+  readonly app: Hono<PdsEnv>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the account host. When `PDS_PUBLIC_URL` is not set, the public URL (and so the service
+ * DID) is the address actually bound, which makes port 0 usable in tests.
+ */
+export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> {
+  const env = opts.env ?? {};
+  const initial = loadPdsConfig(env);
+  const hostname = opts.hostname ?? initial.hostname;
+  let app: Hono<PdsEnv> | null = null;
+  const server = Deno.serve(
+    { hostname, port: opts.port ?? initial.port, onListen() {} },
+    (req, info) => app ? app.fetch(req, info) : new Response("starting", { status: 503 }),
+  );
+  const port = server.addr.port;
+  const urlHost = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname;
+  const url = `http://${urlHost.includes(":") ? `[${urlHost}]` : urlHost}:${port}`;
+  let kv: Deno.Kv | null = null;
+  try {
+    const config = env.PDS_PUBLIC_URL?.trim()
+      ? initial
+      : loadPdsConfig({ ...env, PDS_PUBLIC_URL: url, PDS_PORT: String(port) });
+    kv = opts.kv ?? await openPdsKv(config);
+    const ctx = await createPdsContext({
+      config,
+      kv,
+      jwtSecret: opts.jwtSecret,
+      log: opts.log,
+      now: opts.now,
+      hooks: opts.hooks,
+    });
+    if (!config.inviteRequired) {
+      ctx.log.warn("PDS_INVITE_REQUIRED is false: anyone can create an account");
+    }
+    const stream = await startStreamServices(ctx, opts.stream);
+    app = createPdsApp(ctx);
+    ctx.log.info("account host listening", {
+      url,
+      publicUrl: config.publicUrl,
+      did: config.serviceDid,
+    });
+    const ownedKv = opts.kv ? null : kv;
+    let closing: Promise<void> | null = null;
+    const close = () => {
+      closing ??= (async () => {
+        await stream.close();
+        await server.shutdown();
+        await server.finished;
+        ownedKv?.close();
+      })();
+      return closing;
+    };
+    return { url, ctx, app, close, [Symbol.asyncDispose]: close };
+  } catch (err) {
+    await server.shutdown();
+    if (kv && !opts.kv) kv.close();
+    throw err;
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * Every Deno KV key of the account host, built by small functions so that the key layout lives
+ * in one place (STYLE.md rule 10). Keys are arrays; the first part names the table.
+ *
+ * @module
+ */
+
+// ---------------------------------------------------------------------------------------------
+// Accounts, handles, account signing keys (owner: accounts)
+// ---------------------------------------------------------------------------------------------
+
+/** `Account` record of a DID. */
+export function accountKey(did: string): Deno.KvKey {
+  return ["account", did];
+}
+
+/** Prefix of all accounts (listing). */
+export function accountPrefix(): Deno.KvKey {
+  return ["account"];
+}
+
+/** Handle index: normalised (lower-case) handle -> DID. */
+export function handleKey(handle: string): Deno.KvKey {
+  return ["handle", handle];
+}
+
+/** The account's own P-256 signing key pair (signs its repository commits). */
+export function accountSigningKeyKey(did: string): Deno.KvKey {
+  return ["account_key", did];
+}
+
+/** The account's signed did:plc genesis operation. */
+export function plcOpKey(did: string): Deno.KvKey {
+  return ["plc_op", did];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invite codes (owner: accounts)
+// ---------------------------------------------------------------------------------------------
+
+/** `InviteCode` record. */
+export function inviteKey(code: string): Deno.KvKey {
+  return ["invite", code];
+}
+
+/** Prefix of all invite codes (listing). */
+export function invitePrefix(): Deno.KvKey {
+  return ["invite"];
+}
+
+/** Redemption log entry: code -> DID (kept when the account goes away). */
+export function inviteUseKey(code: string, did: string): Deno.KvKey {
+  return ["invite_use", code, did];
+}
+
+/** Prefix of the redemption log of one code. */
+export function inviteUsePrefix(code: string): Deno.KvKey {
+  return ["invite_use", code];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions (owner: accounts)
+// ---------------------------------------------------------------------------------------------
+
+/** Refresh token record by its `jti`. */
+export function refreshTokenKey(jti: string): Deno.KvKey {
+  return ["refresh_token", jti];
+}
+
+/** Login family (one login and every refresh token rotated from it). */
+export function sessionFamilyKey(familyId: string): Deno.KvKey {
+  return ["session_family", familyId];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repository, sequencer, blobs (owner: repository helper). Append keys below this line.
+// ---------------------------------------------------------------------------------------------
+
+// --- repository, sequencer, blobs ---
+
+/** Repository root of an account: `{commitCid, rev, dataCid}` (checked by versionstamp). */
+export function repoRootKey(did: string): Deno.KvKey {
+  return ["repo_root", did];
+}
+
+/** Prefix of every repository root (`sync.listRepos`, ordered by DID). */
+export function repoRootPrefix(): Deno.KvKey {
+  return ["repo_root"];
+}
+
+/**
+ * Chunk `chunk` of the blocks one commit wrote (the commit, its new MST nodes and records), as
+ * CAR sections (`varint(len) || cid || bytes`) without a header, keyed by the commit's rev so
+ * that a commit appends one value after the repository's previous ones.
+ */
+export function repoBlocksKey(did: string, rev: string, chunk: number): Deno.KvKey {
+  return ["repo_blocks", did, rev, chunk];
+}
+
+/** Prefix of every chunk of the blocks of one commit. */
+export function repoBlocksRevPrefix(did: string, rev: string): Deno.KvKey {
+  return ["repo_blocks", did, rev];
+}
+
+/** Prefix of the blocks of every commit of one repository (ordered by rev). */
+export function repoBlocksPrefix(did: string): Deno.KvKey {
+  return ["repo_blocks", did];
+}
+
+/**
+ * Record index entry: `collection/rkey` -> `{cid, rev, bytes}` (the record's CID string, the
+ * rev of the commit that wrote it, and its block bytes).
+ */
+export function repoRecordKey(did: string, collection: string, rkey: string): Deno.KvKey {
+  return ["repo_record", did, collection, rkey];
+}
+
+/** Prefix of the record index of one collection (`repo.listRecords`). */
+export function repoRecordCollectionPrefix(did: string, collection: string): Deno.KvKey {
+  return ["repo_record", did, collection];
+}
+
+/** Prefix of the whole record index of one repository. */
+export function repoRecordPrefix(did: string): Deno.KvKey {
+  return ["repo_record", did];
+}
+
+/** The last allocated stream sequence number (a number; checked by versionstamp). */
+export function seqHeadKey(): Deno.KvKey {
+  return ["seq_head"];
+}
+
+/** Chunk `chunk` of the stored event with sequence number `seq` (CBOR `#commit` body bytes). */
+export function seqEventChunkKey(seq: number, chunk: number): Deno.KvKey {
+  return ["seq_event", seq, chunk];
+}
+
+/** Prefix of every chunk of one stored event. */
+export function seqEventKey(seq: number): Deno.KvKey {
+  return ["seq_event", seq];
+}
+
+/** Prefix of every stored event (range reads by seq). */
+export function seqEventPrefix(): Deno.KvKey {
+  return ["seq_event"];
+}
+
+/** Blob metadata `{mimeType, size, chunks, createdAt}`; written after every chunk is stored. */
+export function blobMetaKey(did: string, cid: string): Deno.KvKey {
+  return ["blob", did, cid];
+}
+
+/** Chunk `index` of a blob's bytes. */
+export function blobChunkKey(did: string, cid: string, index: number): Deno.KvKey {
+  return ["blob_chunk", did, cid, index];
+}
+
+/** Prefix of every chunk of one blob. */
+export function blobChunkPrefix(did: string, cid: string): Deno.KvKey {
+  return ["blob_chunk", did, cid];
+}

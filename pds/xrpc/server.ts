@@ -1,0 +1,133 @@
+/**
+ * `com.atproto.server.*` over XRPC: describeServer, createAccount, createSession,
+ * refreshSession, getSession, deleteSession (reference atproto.md section 2; DESIGN.md
+ * section 4). HTTP only: the work is done in `pds/accounts/`.
+ *
+ * @module
+ */
+
+import { type Context, Hono } from "hono";
+import type { PdsContext, PdsEnv } from "../context.ts";
+import { AccountError, createAccount, findAccount, getAccount } from "../accounts/accounts.ts";
+import { LoginLimiter } from "../accounts/login_limiter.ts";
+import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from "../accounts/password.ts";
+import { endSession, refreshSession, startSession } from "../accounts/sessions.ts";
+import { readBearerToken, requireAccess } from "../auth/access.ts";
+import { TokenError } from "../auth/tokens.ts";
+import { XrpcError } from "./errors.ts";
+import { optionalString, readJsonBody } from "./json_body.ts";
+
+/** Options of {@link serverRoutes}. */
+export interface ServerRoutesOptions {
+  /** Failed-login limiter (default: 10 failures per address per 15 minutes). */
+  loginLimiter?: LoginLimiter;
+}
+
+/** The uniform login failure (unknown identifier and wrong password alike). */
+export const LOGIN_FAILED_MESSAGE = "Invalid identifier or password";
+
+/** Routes of `com.atproto.server.*`. */
+export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): Hono<PdsEnv> {
+  const app = new Hono<PdsEnv>();
+  const limiter = opts.loginLimiter ?? new LoginLimiter();
+  const description = Object.freeze({
+    did: ctx.config.serviceDid,
+    availableUserDomains: ctx.config.handleDomains,
+    inviteCodeRequired: ctx.config.inviteRequired,
+    invite_code_required: ctx.config.inviteRequired,
+    links: {},
+    contact: {},
+  });
+
+  app.get("/xrpc/com.atproto.server.describeServer", (c) => c.json(description));
+
+  app.post("/xrpc/com.atproto.server.createAccount", async (c) => {
+    const body = await readJsonBody(c);
+    const input = {
+      handle: optionalString(body, "handle") ?? "",
+      password: optionalString(body, "password") ?? "",
+      inviteCode: typeof body.inviteCode === "string" ? body.inviteCode : undefined,
+    };
+    let account;
+    try {
+      account = await createAccount(ctx, input);
+    } catch (err) {
+      if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
+      throw err;
+    }
+    try {
+      await ctx.hooks.onAccountCreated?.(account.did, account.handle);
+    } catch (err) {
+      ctx.log.error("onAccountCreated hook failed", { did: account.did, err });
+    }
+    return c.json(await startSession(ctx, account));
+  });
+
+  app.post("/xrpc/com.atproto.server.createSession", async (c) => {
+    const address = clientAddress(c);
+    const retryAfter = limiter.retryAfterSeconds(address, ctx.now());
+    if (retryAfter > 0) {
+      throw new XrpcError(
+        429,
+        "RateLimitExceeded",
+        `Too many failed logins from this address; retry in ${retryAfter} seconds`,
+        { "Retry-After": String(retryAfter) },
+      );
+    }
+    const body = await readJsonBody(c);
+    const identifier = optionalString(body, "identifier") ?? "";
+    const password = optionalString(body, "password") ?? "";
+    if (identifier === "" || password === "") {
+      throw new XrpcError(400, "InvalidRequest", "Members identifier and password are required");
+    }
+    const account = password.length > MAX_PASSWORD_LENGTH
+      ? null
+      : await findAccount(ctx.kv, identifier);
+    const ok = account === null
+      ? (await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH)), false)
+      : await verifyPassword(password, account.passwordHash);
+    if (!ok || account === null) {
+      limiter.recordFailure(address, ctx.now());
+      throw new XrpcError(401, "AuthenticationRequired", LOGIN_FAILED_MESSAGE);
+    }
+    return c.json({ ...(await startSession(ctx, account)), active: true });
+  });
+
+  app.post("/xrpc/com.atproto.server.refreshSession", async (c) => {
+    const token = readBearerToken(c);
+    const session = await tokenCall(() => refreshSession(ctx, token));
+    return c.json({ ...session, active: true });
+  });
+
+  app.get("/xrpc/com.atproto.server.getSession", requireAccess(ctx), async (c) => {
+    const { did } = c.get("auth");
+    const account = await getAccount(ctx.kv, did);
+    if (account === null) {
+      throw new XrpcError(400, "InvalidToken", `Token subject has no account: ${did}`);
+    }
+    return c.json({ did: account.did, handle: account.handle, active: true });
+  });
+
+  app.post("/xrpc/com.atproto.server.deleteSession", async (c) => {
+    const token = readBearerToken(c);
+    await tokenCall(() => endSession(ctx, token));
+    return c.body(null, 200);
+  });
+
+  return app;
+}
+
+async function tokenCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof TokenError) throw new XrpcError(400, err.code, err.message);
+    throw err;
+  }
+}
+
+/** The peer address of the connection (Deno's serve info is Hono's `c.env`); "unknown" in-process. */
+function clientAddress(c: Context): string {
+  const info = c.env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
+  return info?.remoteAddr?.hostname ?? "unknown";
+}

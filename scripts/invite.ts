@@ -1,0 +1,163 @@
+/**
+ * Invite code command line (spec 4.1 rule 6), working directly on the account host's KV store
+ * (the same `PDS_KV_PATH` as the server, which may be running):
+ *
+ * ```
+ * deno task invite create --count N --uses N   # prints one new code per line
+ * deno task invite list [--json]               # code, used/max, disabled, redeemed by
+ * deno task invite disable CODE
+ * ```
+ *
+ * Exit codes: 0 success, 1 failure (for example an unknown code), 2 bad arguments.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
+import { openPdsKv } from "../pds/server.ts";
+import { createInviteCodes, disableInviteCode, listInviteCodes } from "../pds/accounts/invites.ts";
+
+const USAGE = `Usage:
+  invite create --count <n> --uses <n>
+  invite list [--json]
+  invite disable <code>`;
+
+const MAX_COUNT = 1000;
+const MAX_USES = 1_000_000;
+
+/** A command line mistake: printed with the usage, exit code 2. */
+class UsageError extends Error {}
+
+/** Runs the command line; returns the exit code. Output goes to `out`/`err` (lines). */
+export async function runInviteCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  io: { out: (line: string) => void; err: (line: string) => void },
+): Promise<number> {
+  let command: Command;
+  try {
+    command = parseCommand(args);
+  } catch (e) {
+    if (!(e instanceof UsageError) && !(e instanceof TypeError)) throw e;
+    io.err(`invite: ${e.message}`);
+    io.err(USAGE);
+    return 2;
+  }
+  const config = loadPdsConfig(env);
+  const kv = await openPdsKv(config);
+  try {
+    switch (command.name) {
+      case "create": {
+        const codes = await createInviteCodes(kv, { count: command.count, uses: command.uses });
+        for (const invite of codes) io.out(invite.code);
+        return 0;
+      }
+      case "list": {
+        const invites = await listInviteCodes(kv);
+        for (const invite of invites) {
+          if (command.json) {
+            io.out(JSON.stringify({
+              code: invite.code,
+              used_count: invite.usedCount,
+              max_uses: invite.maxUses,
+              disabled: invite.disabled,
+              created_at: invite.createdAt,
+              redeemed_by: invite.redeemedBy.map((u) => u.did),
+            }));
+          } else {
+            const state = invite.disabled ? "disabled" : "enabled";
+            const by = invite.redeemedBy.map((u) => u.did).join(",") || "-";
+            io.out(`${invite.code}\t${invite.usedCount}/${invite.maxUses}\t${state}\t${by}`);
+          }
+        }
+        if (!command.json && invites.length === 0) io.err("No invite codes");
+        return 0;
+      }
+      case "disable": {
+        if (!(await disableInviteCode(kv, command.code))) {
+          io.err(`invite: invite code not found: ${JSON.stringify(command.code)}`);
+          return 1;
+        }
+        io.out(`Disabled ${command.code}`);
+        return 0;
+      }
+    }
+  } finally {
+    kv.close();
+  }
+}
+
+type Command =
+  | { name: "create"; count: number; uses: number }
+  | { name: "list"; json: boolean }
+  | { name: "disable"; code: string };
+
+function parseCommand(args: string[]): Command {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      count: { type: "string" },
+      uses: { type: "string" },
+      json: { type: "boolean", default: false },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  const [name, ...rest] = positionals;
+  switch (name) {
+    case "create": {
+      noExtra(rest);
+      if (values.json) throw new UsageError("--json applies to list only");
+      return {
+        name,
+        count: positiveInt("--count", values.count, MAX_COUNT),
+        uses: positiveInt("--uses", values.uses, MAX_USES),
+      };
+    }
+    case "list":
+      noExtra(rest);
+      if (values.count !== undefined || values.uses !== undefined) {
+        throw new UsageError("--count and --uses apply to create only");
+      }
+      return { name, json: values.json ?? false };
+    case "disable": {
+      if (rest.length !== 1 || rest[0].trim() === "") {
+        throw new UsageError("disable takes exactly one invite code");
+      }
+      if (values.count !== undefined || values.uses !== undefined || values.json) {
+        throw new UsageError("disable takes no options");
+      }
+      return { name, code: rest[0].trim() };
+    }
+    case undefined:
+      throw new UsageError("missing command");
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+  }
+}
+
+function noExtra(rest: string[]): void {
+  if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`);
+}
+
+function positiveInt(flag: string, value: string | undefined, max: number): number {
+  if (value === undefined) throw new UsageError(`${flag} is required`);
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > max) {
+    throw new UsageError(
+      `${flag} must be an integer from 1 to ${max}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return Number(value);
+}
+
+if (import.meta.main) {
+  const code = await runInviteCli(Deno.args, readPdsEnv(), {
+    out: (line) => console.log(line),
+    err: (line) => console.error(line),
+  }).catch((e) => {
+    console.error(`invite: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  });
+  Deno.exit(code);
+}

@@ -1,0 +1,115 @@
+// The invite command line (spec 4.1 rule 6, 3.2) as a real subprocess against a KV file, while
+// an account host uses the same file.
+
+import assert from "node:assert/strict";
+import { makeTempDir, REPO_ROOT } from "../tests/_util.ts";
+import { startTestServer, xrpcPost } from "../pds/_test_helpers.ts";
+
+const SCRIPT = new URL("scripts/invite.ts", REPO_ROOT).pathname;
+
+async function invite(dir: string, ...args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-read",
+      `--allow-write=${dir}`,
+      "--allow-env=DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET",
+      SCRIPT,
+      ...args,
+    ],
+    cwd: REPO_ROOT.pathname,
+    env: { DATA_DIR: dir, PDS_KV_PATH: `${dir}/pds.kv` },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+Deno.test("invite CLI round trip: create, list, disable, then the disabled code is refused with 400", async () => {
+  await using dir = await makeTempDir("invite-cli-");
+  const created = await invite(dir.path, "create", "--count", "2", "--uses", "1");
+  assert.equal(created.code, 0, created.stderr);
+  const codes = created.stdout.trim().split("\n");
+  assert.equal(codes.length, 2);
+  for (const code of codes) assert.match(code, /^[a-z2-7]{5}-[a-z2-7]{5}-[a-z2-7]{5}$/);
+
+  const listed = await invite(dir.path, "list", "--json");
+  assert.equal(listed.code, 0, listed.stderr);
+  const rows = listed.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  assert.deepEqual(rows.map((r) => r.code).sort(), [...codes].sort());
+  for (const row of rows) {
+    assert.equal(row.used_count, 0);
+    assert.equal(row.max_uses, 1);
+    assert.equal(row.disabled, false);
+    assert.deepEqual(row.redeemed_by, []);
+  }
+
+  // The server runs on the same KV file while the CLI disables a code.
+  await using s = await startTestServer({
+    env: { PDS_INVITE_REQUIRED: "true", PDS_KV_PATH: `${dir.path}/pds.kv` },
+  });
+  const disabled = await invite(dir.path, "disable", codes[0]);
+  assert.equal(disabled.code, 0, disabled.stderr);
+  assert.equal(disabled.stdout, `Disabled ${codes[0]}\n`);
+
+  const refused = await xrpcPost(s.url, "com.atproto.server.createAccount", {
+    handle: "late.test",
+    password: "correct horse battery",
+    inviteCode: codes[0],
+  });
+  assert.equal(refused.status, 400);
+  assert.equal((await refused.json()).error, "InvalidInviteCode");
+  const accepted = await xrpcPost(s.url, "com.atproto.server.createAccount", {
+    handle: "early.test",
+    password: "correct horse battery",
+    inviteCode: codes[1],
+  });
+  assert.equal(accepted.status, 200);
+  const { did } = await accepted.json();
+
+  const table = await invite(dir.path, "list");
+  assert.equal(table.code, 0, table.stderr);
+  const lines = table.stdout.trim().split("\n").sort((a, b) => a.localeCompare(b));
+  assert.deepEqual(
+    lines,
+    [`${codes[0]}\t0/1\tdisabled\t-`, `${codes[1]}\t1/1\tenabled\t${did}`].sort((a, b) =>
+      a.localeCompare(b)
+    ),
+  );
+});
+
+Deno.test("invite CLI rejects bad arguments with exit code 2 and an unknown code with exit code 1", async () => {
+  await using dir = await makeTempDir("invite-cli-");
+  const cases: [string[], string][] = [
+    [[], "invite: missing command"],
+    [["frobnicate"], 'invite: unknown command "frobnicate"'],
+    [["create", "--uses", "1"], "invite: --count is required"],
+    [
+      ["create", "--count", "0", "--uses", "1"],
+      'invite: --count must be an integer from 1 to 1000, got "0"',
+    ],
+    [
+      ["create", "--count", "2", "--uses", "many"],
+      'invite: --uses must be an integer from 1 to 1000000, got "many"',
+    ],
+    [["disable"], "invite: disable takes exactly one invite code"],
+    [["list", "extra"], 'invite: unexpected argument "extra"'],
+  ];
+  for (const [args, message] of cases) {
+    const res = await invite(dir.path, ...args);
+    assert.equal(res.code, 2, args.join(" "));
+    assert.equal(res.stdout, "");
+    assert.equal(res.stderr.split("\n")[0], message, args.join(" "));
+    assert.match(res.stderr, /Usage:\n {2}invite create --count <n> --uses <n>/);
+  }
+  const flag = await invite(dir.path, "create", "--count", "1", "--uses", "1", "--bogus");
+  assert.equal(flag.code, 2);
+  assert.match(flag.stderr, /^invite: Unknown option '--bogus'/);
+
+  const unknown = await invite(dir.path, "disable", "nope0-nope0-nope0");
+  assert.equal(unknown.code, 1);
+  assert.equal(unknown.stderr, 'invite: invite code not found: "nope0-nope0-nope0"\n');
+});
