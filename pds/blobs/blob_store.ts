@@ -1,0 +1,144 @@
+/**
+ * Blobs (spec 4.1 rule 4, 8): uploads are read as a stream and refused as soon as they pass
+ * 1 MiB; accepted bytes are stored in Deno KV in chunks under the 64 KiB value limit. The chunks
+ * are written first and the metadata last, and readers go through the metadata, so a blob is
+ * either complete or invisible (an interrupted upload leaves only unreachable chunks).
+ *
+ * @module
+ */
+
+import { cidForRaw, formatCid } from "../../shared/cid.ts";
+import { BLOB_TYPE } from "../../shared/nsid.ts";
+import { blobChunkKey, blobMetaKey } from "../store/keys.ts";
+
+/** Largest accepted blob: 1 MiB. */
+export const MAX_BLOB_BYTES = 1024 * 1024;
+/** Bytes per stored chunk. */
+const CHUNK_BYTES = 60_000;
+/** Chunks per atomic operation (keeps each operation under Deno KV's ~800 KB). */
+const CHUNKS_PER_OP = 10;
+const DEFAULT_MIME = "application/octet-stream";
+const MIME_RE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/;
+
+/** The upload passed the size limit; nothing was stored. */
+export class BlobTooLargeError extends Error {
+  override readonly name = "BlobTooLargeError";
+  constructor(readonly limit: number) {
+    super(`Blob is larger than ${limit} bytes`);
+  }
+}
+
+/** A blob reference in lex JSON form (spec 2.3). */
+export interface BlobRefJson {
+  $type: "blob";
+  ref: { $link: string };
+  mimeType: string;
+  size: number;
+}
+
+/** Stored metadata of a blob. */
+interface BlobMeta {
+  mimeType: string;
+  size: number;
+  chunks: number;
+  createdAt: string;
+}
+
+/**
+ * Reads a body stream of at most `maxBytes`, cancelling it as soon as more arrives.
+ *
+ * @throws {BlobTooLargeError} past the limit.
+ */
+export async function readLimited(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes = MAX_BLOB_BYTES,
+): Promise<Uint8Array> {
+  if (body === null) return new Uint8Array(0);
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw new BlobTooLargeError(maxBytes);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let pos = 0;
+  for (const c of chunks) {
+    out.set(c, pos);
+    pos += c.byteLength;
+  }
+  return out;
+}
+
+/** The MIME type to store for a `Content-Type` header value (parameters dropped). */
+export function normalizeMimeType(contentType: string | null | undefined): string {
+  const base = (contentType ?? "").split(";")[0].trim().toLowerCase();
+  return MIME_RE.test(base) ? base : DEFAULT_MIME;
+}
+
+/** Stores a blob of `did` (idempotent for equal bytes) and returns its reference. */
+export async function putBlob(
+  kv: Deno.Kv,
+  did: string,
+  bytes: Uint8Array,
+  opts: { mimeType: string; now: number },
+): Promise<BlobRefJson> {
+  const cid = formatCid(cidForRaw(bytes));
+  const ref: BlobRefJson = {
+    $type: BLOB_TYPE,
+    ref: { $link: cid },
+    mimeType: opts.mimeType,
+    size: bytes.length,
+  };
+  const existing = await kv.get<BlobMeta>(blobMetaKey(did, cid));
+  if (existing.value !== null) return { ...ref, mimeType: existing.value.mimeType };
+  const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
+  for (let first = 0; first < chunks; first += CHUNKS_PER_OP) {
+    const op = kv.atomic();
+    for (let i = first; i < Math.min(chunks, first + CHUNKS_PER_OP); i++) {
+      op.set(blobChunkKey(did, cid, i), bytes.slice(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES));
+    }
+    const res = await op.commit();
+    if (!res.ok) throw new Error(`Storing blob ${cid} failed`);
+  }
+  const meta: BlobMeta = {
+    mimeType: opts.mimeType,
+    size: bytes.length,
+    chunks,
+    createdAt: new Date(opts.now).toISOString(),
+  };
+  await kv.set(blobMetaKey(did, cid), meta);
+  return ref;
+}
+
+/** Reads a complete blob, or null when there is none. */
+export async function getBlob(
+  kv: Deno.Kv,
+  did: string,
+  cid: string,
+): Promise<{ bytes: Uint8Array; mimeType: string } | null> {
+  const meta = (await kv.get<BlobMeta>(blobMetaKey(did, cid))).value;
+  if (meta === null) return null;
+  const bytes = new Uint8Array(meta.size);
+  let pos = 0;
+  for (let first = 0; first < meta.chunks; first += 10) {
+    const keys = [];
+    for (let i = first; i < Math.min(meta.chunks, first + 10); i++) {
+      keys.push(blobChunkKey(did, cid, i));
+    }
+    const entries = await kv.getMany<Uint8Array[]>(keys);
+    for (const e of entries) {
+      if (e.value === null) throw new Error(`Blob ${cid} is missing a chunk`);
+      bytes.set(e.value, pos);
+      pos += e.value.length;
+    }
+  }
+  if (pos !== meta.size) throw new Error(`Blob ${cid} has ${pos} bytes, expected ${meta.size}`);
+  return { bytes, mimeType: meta.mimeType };
+}

@@ -1,0 +1,267 @@
+/**
+ * Repository blocks in Deno KV. Each commit stores the blocks it wrote (commit, new MST nodes,
+ * records) as one value, chunked under the value limit, keyed by (DID, rev): a commit appends
+ * one value next to the repository's previous ones instead of inserting one value per block at
+ * a random CID key (random-key inserts cost SQLite ~5x more per mutation). Records are also
+ * kept, with their bytes, in the record index (`store.ts`), so record reads are one get.
+ *
+ * Reading a block by CID goes through a per-repository CID -> rev index built lazily by
+ * scanning the repository's commits (then kept up to date by this process's commits, and
+ * refreshed on a miss, for commits of another process), and a small cache of decoded commits.
+ * On the write path, MST nodes come from the process-wide node cache (`mst.ts`), so a commit
+ * reads no blocks in steady state.
+ *
+ * @module
+ */
+
+import { CID, formatCid } from "../../shared/cid.ts";
+import { repoBlocksKey, repoBlocksPrefix, repoBlocksRevPrefix } from "../store/keys.ts";
+import { CborWriter } from "./cbor_writer.ts";
+import type { Block, NodeSource } from "./mst.ts";
+
+/** A block with the rev of the (latest) commit that wrote it. */
+export interface StoredBlock {
+  rev: string;
+  bytes: Uint8Array;
+}
+
+/** Largest chunk of one commit's blocks in one KV value (the value limit is 64 KiB). */
+export const BLOCKS_CHUNK_BYTES = 60_000;
+
+/** Encodes blocks as CAR sections: `varint(len(cid) + len(bytes)) || cid || bytes`. */
+export function encodeBlockPack(blocks: Iterable<Block>): Uint8Array {
+  const w = new CborWriter(4096);
+  for (const b of blocks) {
+    const cid = b.cid.bytes;
+    w.varint(cid.length + b.bytes.length);
+    w.raw(cid);
+    w.raw(b.bytes);
+  }
+  return w.finish();
+}
+
+/** Decodes {@link encodeBlockPack} output into a map from CID string to bytes (views). */
+export function decodeBlockPack(pack: Uint8Array): Map<string, Uint8Array> {
+  const out = new Map<string, Uint8Array>();
+  let pos = 0;
+  while (pos < pack.length) {
+    let len = 0;
+    let mul = 1;
+    for (;;) {
+      const b = pack[pos++];
+      if (b === undefined) throw new Error("Stored block pack is truncated");
+      len += (b & 0x7f) * mul;
+      if (b < 0x80) break;
+      mul *= 0x80;
+    }
+    const end = pos + len;
+    if (end > pack.length) throw new Error("Stored block pack is truncated");
+    const [cid, rest] = CID.decodeFirst(pack.subarray(pos, end));
+    out.set(formatCid(cid), rest);
+    pos = end;
+  }
+  return out;
+}
+
+/**
+ * Adds the writes of `blocks` (written by the commit `rev`) to an atomic operation; returns
+ * the number of mutations added.
+ */
+export function putBlocks(
+  op: Deno.AtomicOperation,
+  did: string,
+  rev: string,
+  blocks: Iterable<Block>,
+): number {
+  const pack = encodeBlockPack(blocks);
+  let chunk = 0;
+  for (let pos = 0; pos < pack.length || chunk === 0; pos += BLOCKS_CHUNK_BYTES, chunk++) {
+    op.set(repoBlocksKey(did, rev, chunk), pack.slice(pos, pos + BLOCKS_CHUNK_BYTES));
+  }
+  return chunk;
+}
+
+/** Mutations {@link putBlocks} adds for a pack of `bytes` bytes. */
+export function blockChunks(bytes: number): number {
+  return Math.max(1, Math.ceil(bytes / BLOCKS_CHUNK_BYTES));
+}
+
+interface RepoIndex {
+  /** CID string -> rev of the latest commit that wrote the block. */
+  revs: Map<string, string>;
+  /** Highest rev scanned (or recorded) so far; "" before any. */
+  lastRev: string;
+  /** A scan in progress. */
+  scanning: Promise<void> | null;
+}
+
+/** Repositories whose CID index is kept per KV handle (least recently used dropped first). */
+const MAX_INDEXED_REPOS = 1_000;
+const indexes = new WeakMap<Deno.Kv, Map<string, RepoIndex>>();
+/** Decoded commits' blocks, by `did rev` (least recently used dropped first). */
+const MAX_CACHED_PACKS = 512;
+const packs = new WeakMap<Deno.Kv, Map<string, Map<string, Uint8Array>>>();
+
+function indexesOf(kv: Deno.Kv): Map<string, RepoIndex> {
+  let m = indexes.get(kv);
+  if (!m) indexes.set(kv, m = new Map());
+  return m;
+}
+
+/**
+ * Records the blocks a commit of this process wrote in the CID index (when the repository's
+ * index is loaded) and the commit cache.
+ */
+export function noteCommitBlocks(
+  kv: Deno.Kv,
+  did: string,
+  since: string | null,
+  rev: string,
+  blocks: Block[],
+): void {
+  const index = indexesOf(kv).get(did);
+  if (index && index.scanning === null && rev > index.lastRev) {
+    for (const b of blocks) index.revs.set(formatCid(b.cid), rev);
+    // Only a commit right after the last one seen proves no other commit was missed.
+    if (since === index.lastRev) index.lastRev = rev;
+  }
+}
+
+/** Reads the blocks of one repository. */
+export class KvBlockSource implements NodeSource {
+  readonly #kv: Deno.Kv;
+  readonly #did: string;
+
+  constructor(kv: Deno.Kv, did: string) {
+    this.#kv = kv;
+    this.#did = did;
+  }
+
+  async getBlock(cid: CID): Promise<Uint8Array | null> {
+    const id = formatCid(cid);
+    return (await this.getMany([id])).get(id) ?? null;
+  }
+
+  /** Reads many blocks by CID string; missing ones are absent from the map. */
+  async getMany(cids: string[]): Promise<Map<string, Uint8Array>> {
+    const stored = await this.getStored(cids);
+    const out = new Map<string, Uint8Array>();
+    for (const [id, s] of stored) out.set(id, s.bytes);
+    return out;
+  }
+
+  /** Reads many blocks with their revs; missing ones are absent from the map. */
+  async getStored(cids: string[]): Promise<Map<string, StoredBlock>> {
+    let index = await this.#index();
+    if (cids.some((c) => !index.revs.has(c))) index = await this.#index(true);
+    const byRev = new Map<string, string[]>();
+    for (const c of cids) {
+      const rev = index.revs.get(c);
+      if (rev === undefined) continue;
+      let list = byRev.get(rev);
+      if (!list) byRev.set(rev, list = []);
+      list.push(c);
+    }
+    const out = new Map<string, StoredBlock>();
+    await Promise.all([...byRev].map(async ([rev, ids]) => {
+      const pack = await this.readCommit(rev);
+      for (const id of ids) {
+        const bytes = pack.get(id);
+        if (bytes) out.set(id, { rev, bytes });
+      }
+    }));
+    return out;
+  }
+
+  /** The blocks one commit wrote, by CID string (empty when there is no such commit). */
+  async readCommit(rev: string): Promise<Map<string, Uint8Array>> {
+    let cache = packs.get(this.#kv);
+    if (!cache) packs.set(this.#kv, cache = new Map());
+    const key = `${this.#did} ${rev}`;
+    const hit = cache.get(key);
+    if (hit) {
+      cache.delete(key);
+      cache.set(key, hit);
+      return hit;
+    }
+    const parts: Uint8Array[] = [];
+    for await (
+      const e of this.#kv.list<Uint8Array>({ prefix: repoBlocksRevPrefix(this.#did, rev) })
+    ) parts.push(e.value);
+    const pack = decodeBlockPack(concat(parts));
+    if (cache.size >= MAX_CACHED_PACKS) cache.delete(cache.keys().next().value!);
+    cache.set(key, pack);
+    return pack;
+  }
+
+  /** Reads every stored block of the repository with the rev of its latest write (export). */
+  async all(): Promise<Map<string, StoredBlock>> {
+    const out = new Map<string, StoredBlock>();
+    await this.#scan("", (rev, pack) => {
+      for (const [id, bytes] of pack) out.set(id, { rev, bytes });
+    });
+    return out;
+  }
+
+  /** The CID index of the repository; `refresh` scans commits newer than the last seen. */
+  async #index(refresh = false): Promise<RepoIndex> {
+    const all = indexesOf(this.#kv);
+    let index = all.get(this.#did);
+    if (index) {
+      all.delete(this.#did);
+      all.set(this.#did, index);
+    } else {
+      if (all.size >= MAX_INDEXED_REPOS) all.delete(all.keys().next().value!);
+      index = { revs: new Map(), lastRev: "", scanning: null };
+      all.set(this.#did, index);
+      refresh = true;
+    }
+    while (index.scanning) await index.scanning;
+    if (refresh) {
+      const target = index;
+      target.scanning = this.#scan(target.lastRev, (rev, pack) => {
+        for (const id of pack.keys()) target.revs.set(id, rev);
+        if (rev > target.lastRev) target.lastRev = rev;
+      }).finally(() => target.scanning = null);
+      await target.scanning;
+    }
+    return index;
+  }
+
+  /** Visits the commits with rev greater than `after`, in rev order. */
+  async #scan(
+    after: string,
+    visit: (rev: string, pack: Map<string, Uint8Array>) => void,
+  ): Promise<void> {
+    const prefix = repoBlocksPrefix(this.#did);
+    const selector: Deno.KvListSelector = after === ""
+      ? { prefix }
+      : { prefix, start: [...prefix, after + "\0"] };
+    let rev: string | null = null;
+    let parts: Uint8Array[] = [];
+    const flush = () => {
+      if (rev !== null) visit(rev, decodeBlockPack(concat(parts)));
+    };
+    for await (const e of this.#kv.list<Uint8Array>(selector, { batchSize: 500 })) {
+      const entryRev = e.key[2] as string;
+      if (entryRev !== rev) {
+        flush();
+        rev = entryRev;
+        parts = [];
+      }
+      parts.push(e.value);
+    }
+    flush();
+  }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let pos = 0;
+  for (const p of parts) {
+    out.set(p, pos);
+    pos += p.length;
+  }
+  return out;
+}

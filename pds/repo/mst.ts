@@ -1,0 +1,391 @@
+/**
+ * Merkle Search Tree (reference atproto.md section 8): fanout 4, key depth = leading zero bits
+ * of SHA-256(key) / 2, nodes `{e: [{k, p, t, v}], l}` with prefix compression, `l`/`t` written as
+ * null when empty, empty intermediate nodes kept, empty nodes trimmed at the top and bottom.
+ *
+ * The tree is copy-on-write over content-addressed nodes: only the nodes on the path of a key
+ * are loaded (through a {@link NodeSource}, with a process-wide cache of decoded nodes), and
+ * {@link Mst.finalize} encodes only the nodes a change touched.
+ *
+ * @module
+ */
+
+import { sha256 } from "@noble/hashes/sha2.js";
+import { decodeCbor } from "../../shared/cbor.ts";
+import { asCid, type CID, cidForCbor, encodeBlock, formatCid } from "../../shared/cid.ts";
+import { encodeMstNode } from "./cbor_writer.ts";
+
+/** A block: bytes and their CID. */
+export interface Block {
+  cid: CID;
+  bytes: Uint8Array;
+}
+
+/** Where MST node blocks come from. */
+export interface NodeSource {
+  /** Returns the bytes of a block, or null when it is not stored. */
+  getBlock(cid: CID): Promise<Uint8Array | null>;
+}
+
+/** Thrown when a stored node is missing or malformed, or a key is not a valid MST key. */
+export class MstError extends Error {
+  override readonly name = "MstError";
+}
+
+type Ref = CID | MemNode | null;
+
+/** An in-memory node. `cid` is set when the node is unchanged from a stored block. */
+interface MemNode {
+  readonly left: Ref;
+  readonly entries: readonly MemEntry[];
+  readonly cid?: CID;
+}
+
+interface MemEntry {
+  readonly key: string;
+  readonly value: CID;
+  readonly right: Ref;
+}
+
+const EMPTY_NODE: MemNode = { left: null, entries: [] };
+const MAX_KEY_LENGTH = 1024;
+const MST_KEY_RE = /^[a-zA-Z0-9_~\-:.]+\/[a-zA-Z0-9_~\-:.]+$/;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Decoded nodes by CID string; nodes are immutable, so any repository may share them. */
+const NODE_CACHE_LIMIT = 200_000;
+const nodeCache = new Map<string, MemNode>();
+
+function cacheNode(key: string, node: MemNode): void {
+  if (nodeCache.size >= NODE_CACHE_LIMIT) {
+    // Drop the oldest tenth (Map iteration order is insertion order).
+    let n = NODE_CACHE_LIMIT / 10;
+    for (const k of nodeCache.keys()) {
+      nodeCache.delete(k);
+      if (--n === 0) break;
+    }
+  }
+  nodeCache.set(key, node);
+}
+
+/** The depth (layer) of a key: leading zero bits of SHA-256(key) divided by 2, rounded down. */
+export function keyHeight(key: string | Uint8Array): number {
+  const hash = sha256(typeof key === "string" ? encoder.encode(key) : key);
+  let zeros = 0;
+  for (const byte of hash) {
+    if (byte === 0) {
+      zeros += 8;
+      continue;
+    }
+    zeros += Math.clz32(byte) - 24;
+    break;
+  }
+  return Math.floor(zeros / 2);
+}
+
+/** Number of leading bytes two keys share. */
+export function commonPrefixLength(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/** Whether `key` is a repository path the MST accepts: `<collection>/<rkey>`, at most 1024 bytes. */
+export function isValidMstKey(key: string): boolean {
+  return key.length <= MAX_KEY_LENGTH && MST_KEY_RE.test(key);
+}
+
+/** The CID of the empty tree `{e: [], l: null}`. */
+export const EMPTY_TREE_CID: CID = encodeBlock({ e: [], l: null }).cid;
+
+/** A copy-on-write MST rooted at a stored (or empty) tree. */
+export class Mst {
+  readonly #source: NodeSource;
+  #root: Ref;
+  #layer: number;
+
+  private constructor(source: NodeSource, root: Ref, layer: number) {
+    this.#source = source;
+    this.#root = root;
+    this.#layer = layer;
+  }
+
+  /** An empty tree. */
+  static empty(source: NodeSource): Mst {
+    return new Mst(source, null, 0);
+  }
+
+  /** Opens the tree whose root node is `root`, loading only that node. */
+  static async load(source: NodeSource, root: CID): Promise<Mst> {
+    const tree = new Mst(source, null, 0);
+    let node = await tree.#resolve(root);
+    if (node.entries.length === 0 && node.left === null) return tree;
+    tree.#root = root;
+    let depth = 0;
+    while (node.entries.length === 0) {
+      if (node.left === null) throw new MstError(`MST node ${formatCid(root)} is empty`);
+      node = await tree.#resolve(node.left);
+      depth++;
+    }
+    tree.#layer = keyHeight(node.entries[0].key) + depth;
+    return tree;
+  }
+
+  /** Returns the value CID stored under `key`, or null. */
+  async get(key: string): Promise<CID | null> {
+    let ref = this.#root;
+    while (ref !== null) {
+      const node = await this.#resolve(ref);
+      const i = lowerBound(node.entries, key);
+      if (i < node.entries.length && node.entries[i].key === key) return node.entries[i].value;
+      ref = i === 0 ? node.left : node.entries[i - 1].right;
+    }
+    return null;
+  }
+
+  /**
+   * Returns the CIDs of every node visited looking up `key` from the root: a proof of presence
+   * or absence. The tree must be unchanged since it was loaded (or finalized).
+   */
+  async pathTo(key: string): Promise<CID[]> {
+    const out: CID[] = [];
+    let ref = this.#root;
+    if (ref === null) return [EMPTY_TREE_CID];
+    while (ref !== null) {
+      const node = await this.#resolve(ref);
+      if (!node.cid) throw new MstError("MST has unsaved changes");
+      out.push(node.cid);
+      const i = lowerBound(node.entries, key);
+      if (i < node.entries.length && node.entries[i].key === key) break;
+      ref = i === 0 ? node.left : node.entries[i - 1].right;
+    }
+    return out;
+  }
+
+  /** Inserts or replaces `key`. */
+  async set(key: string, value: CID): Promise<void> {
+    if (!isValidMstKey(key)) throw new MstError(`Invalid MST key: ${JSON.stringify(key)}`);
+    const height = keyHeight(key);
+    if (this.#root === null) {
+      this.#root = { left: null, entries: [{ key, value, right: null }] };
+      this.#layer = height;
+      return;
+    }
+    while (this.#layer < height) {
+      this.#root = { left: this.#root, entries: [] };
+      this.#layer++;
+    }
+    this.#root = await this.#insert(this.#root, this.#layer, key, height, value);
+  }
+
+  /** Removes `key`; returns whether it was present. */
+  async delete(key: string): Promise<boolean> {
+    if (this.#root === null) return false;
+    const height = keyHeight(key);
+    if (height > this.#layer) return false;
+    const before = this.#root;
+    const after = await this.#remove(this.#root, this.#layer, key, height);
+    if (after === before) return false;
+    this.#root = after;
+    // Trim empty nodes at the top.
+    while (this.#root !== null) {
+      const node = await this.#resolve(this.#root);
+      if (node.entries.length > 0) break;
+      this.#root = node.left;
+      this.#layer--;
+    }
+    if (this.#root === null) this.#layer = 0;
+    return true;
+  }
+
+  /**
+   * Encodes every changed node and returns the root CID with the new blocks (children before
+   * parents). Afterwards the tree is clean and {@link pathTo} works.
+   */
+  finalize(): { root: CID; blocks: Block[] } {
+    const blocks: Block[] = [];
+    if (this.#root === null) {
+      const block = encodeBlock({ e: [], l: null });
+      cacheNode(formatCid(block.cid), { left: null, entries: [], cid: block.cid });
+      return { root: EMPTY_TREE_CID, blocks: [block] };
+    }
+    const root = this.#save(this.#root, blocks);
+    this.#root = root;
+    return { root, blocks };
+  }
+
+  /** Visits every entry in key order (loads the whole tree). */
+  async *entries(): AsyncGenerator<{ key: string; value: CID }> {
+    yield* this.#walk(this.#root);
+  }
+
+  async *#walk(ref: Ref): AsyncGenerator<{ key: string; value: CID }> {
+    if (ref === null) return;
+    const node = await this.#resolve(ref);
+    yield* this.#walk(node.left);
+    for (const e of node.entries) {
+      yield { key: e.key, value: e.value };
+      yield* this.#walk(e.right);
+    }
+  }
+
+  async #insert(
+    ref: Ref,
+    layer: number,
+    key: string,
+    height: number,
+    value: CID,
+  ): Promise<MemNode> {
+    const node = ref === null ? EMPTY_NODE : await this.#resolve(ref);
+    const i = lowerBound(node.entries, key);
+    if (height === layer) {
+      const entries = node.entries.slice();
+      if (i < entries.length && entries[i].key === key) {
+        entries[i] = { key, value, right: entries[i].right };
+        return { left: node.left, entries };
+      }
+      const [lo, hi] = await this.#split(i === 0 ? node.left : entries[i - 1].right, key);
+      entries.splice(i, 0, { key, value, right: hi });
+      return withChild({ left: node.left, entries }, i, lo);
+    }
+    const childRef = i === 0 ? node.left : node.entries[i - 1].right;
+    const child = await this.#insert(childRef, layer - 1, key, height, value);
+    return withChild(node, i, child);
+  }
+
+  /** Splits a subtree around `key` (absent from it) into the parts below and above it. */
+  async #split(ref: Ref, key: string): Promise<[Ref, Ref]> {
+    if (ref === null) return [null, null];
+    const node = await this.#resolve(ref);
+    const i = lowerBound(node.entries, key);
+    const [lo, hi] = await this.#split(i === 0 ? node.left : node.entries[i - 1].right, key);
+    const below = withChild({ left: node.left, entries: node.entries.slice(0, i) }, i, lo);
+    const above: MemNode = { left: hi, entries: node.entries.slice(i) };
+    return [prune(below), prune(above)];
+  }
+
+  async #remove(ref: Ref, layer: number, key: string, height: number): Promise<Ref> {
+    if (ref === null) return null;
+    const node = await this.#resolve(ref);
+    const i = lowerBound(node.entries, key);
+    if (height === layer) {
+      if (i >= node.entries.length || node.entries[i].key !== key) return ref;
+      const before = i === 0 ? node.left : node.entries[i - 1].right;
+      const merged = await this.#merge(before, node.entries[i].right);
+      const entries = node.entries.slice();
+      entries.splice(i, 1);
+      return prune(withChild({ left: node.left, entries }, i, merged));
+    }
+    const childRef = i === 0 ? node.left : node.entries[i - 1].right;
+    const child = await this.#remove(childRef, layer - 1, key, height);
+    if (child === childRef) return ref;
+    return prune(withChild(node, i, child));
+  }
+
+  /** Joins two adjacent subtrees of the same layer (every key of `a` below every key of `b`). */
+  async #merge(a: Ref, b: Ref): Promise<Ref> {
+    if (a === null) return b;
+    if (b === null) return a;
+    const left = await this.#resolve(a);
+    const right = await this.#resolve(b);
+    const n = left.entries.length;
+    const mid = await this.#merge(n === 0 ? left.left : left.entries[n - 1].right, right.left);
+    const entries = left.entries.slice();
+    if (n === 0) return { left: mid, entries: right.entries };
+    entries[n - 1] = { key: entries[n - 1].key, value: entries[n - 1].value, right: mid };
+    entries.push(...right.entries);
+    return { left: left.left, entries };
+  }
+
+  async #resolve(ref: CID | MemNode): Promise<MemNode> {
+    if (!isCid(ref)) return ref;
+    const key = formatCid(ref);
+    const hit = nodeCache.get(key);
+    if (hit) return hit;
+    const bytes = await this.#source.getBlock(ref);
+    if (bytes === null) throw new MstError(`MST node ${key} is missing`);
+    const node = decodeNode(bytes, ref);
+    cacheNode(key, node);
+    return node;
+  }
+
+  #save(ref: CID | MemNode, blocks: Block[]): CID {
+    if (isCid(ref)) return ref;
+    if (ref.cid) return ref.cid;
+    const left = ref.left === null ? null : this.#save(ref.left, blocks);
+    const entries = ref.entries.map((e) => ({
+      key: e.key,
+      value: e.value,
+      right: e.right === null ? null : this.#save(e.right, blocks),
+    }));
+    const bytes = encodeMstNode(left, entries);
+    const block = { cid: cidForCbor(bytes), bytes };
+    blocks.push(block);
+    cacheNode(formatCid(block.cid), { left, entries, cid: block.cid });
+    return block.cid;
+  }
+}
+
+/** Replaces the child pointer before entry `i` (`l` when `i` is 0). */
+function withChild(node: MemNode, i: number, child: Ref): MemNode {
+  if (i === 0) return { left: child, entries: node.entries };
+  const entries = node.entries.slice();
+  const e = entries[i - 1];
+  entries[i - 1] = { key: e.key, value: e.value, right: child };
+  return { left: node.left, entries };
+}
+
+/** An entry-less node without a subtree is no node at all (bottom trimming). */
+function prune(node: MemNode): Ref {
+  return node.entries.length === 0 && node.left === null ? null : node;
+}
+
+function lowerBound(entries: readonly MemEntry[], key: string): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (entries[mid].key < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function isCid(ref: CID | MemNode): ref is CID {
+  return !("entries" in ref);
+}
+
+/** Decodes and checks a stored node block (keys rebuilt from the prefix compression). */
+export function decodeNode(bytes: Uint8Array, cid: CID): MemNode {
+  const where = formatCid(cid);
+  const data = decodeCbor(bytes) as Record<string, unknown>;
+  if (data === null || typeof data !== "object" || !Array.isArray(data.e)) {
+    throw new MstError(`MST node ${where} is malformed`);
+  }
+  const left = data.l === null ? null : asCid(data.l);
+  if (data.l !== null && left === null) throw new MstError(`MST node ${where} has a bad l`);
+  let prev = new Uint8Array(0);
+  let prevKey = "";
+  const entries: MemEntry[] = data.e.map((raw: unknown) => {
+    const e = raw as Record<string, unknown>;
+    const value = asCid(e?.v);
+    const right = e?.t === null ? null : asCid(e?.t);
+    if (
+      !(e?.k instanceof Uint8Array) || typeof e.p !== "number" || e.p > prev.length ||
+      value === null || (e.t !== null && right === null)
+    ) {
+      throw new MstError(`MST node ${where} has a malformed entry`);
+    }
+    const keyBytes = new Uint8Array(e.p + e.k.length);
+    keyBytes.set(prev.subarray(0, e.p));
+    keyBytes.set(e.k, e.p);
+    prev = keyBytes;
+    const key = decoder.decode(keyBytes);
+    if (key <= prevKey && prevKey !== "") throw new MstError(`MST node ${where} is not sorted`);
+    prevKey = key;
+    return { key, value, right };
+  });
+  return { left, entries, cid };
+}

@@ -1,0 +1,164 @@
+import assert from "node:assert/strict";
+import { type CID, encodeBlock, formatCid, parseCid } from "../../shared/cid.ts";
+import {
+  type Block,
+  commonPrefixLength,
+  EMPTY_TREE_CID,
+  keyHeight,
+  Mst,
+  type NodeSource,
+} from "./mst.ts";
+
+const INTEROP = new URL("../../../shared/testdata/atproto-interop/", import.meta.url);
+const interopExists = (() => {
+  try {
+    Deno.statSync(INTEROP);
+    return true;
+  } catch {
+    console.warn(`interop vectors not found at ${INTEROP.pathname}: MST conformance skipped`);
+    return false;
+  }
+})();
+
+function readJson<T>(path: string): T {
+  return JSON.parse(Deno.readTextFileSync(new URL(path, INTEROP))) as T;
+}
+
+class MemorySource implements NodeSource {
+  readonly blocks = new Map<string, Uint8Array>();
+  getBlock(cid: CID): Promise<Uint8Array | null> {
+    return Promise.resolve(this.blocks.get(formatCid(cid)) ?? null);
+  }
+  add(blocks: Block[]): void {
+    for (const b of blocks) this.blocks.set(formatCid(b.cid), b.bytes);
+  }
+}
+
+const leaf = encodeBlock({ $type: "app.social.feed.post", text: "leaf" }).cid;
+
+function shuffled<T>(items: T[], seed: number): T[] {
+  const out = items.slice();
+  let s = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    const j = s % (i + 1);
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+async function rootOf(keys: string[], value: CID = leaf): Promise<string> {
+  const tree = Mst.empty(new MemorySource());
+  for (const k of keys) await tree.set(k, value);
+  return formatCid(tree.finalize().root);
+}
+
+Deno.test({
+  name: "keyHeight matches the interop key_heights vectors (reference 8.1)",
+  ignore: !interopExists,
+  fn() {
+    const vectors = readJson<{ key: string; height: number }[]>("mst/key_heights.json");
+    assert.ok(vectors.length > 0);
+    for (const v of vectors) assert.equal(keyHeight(v.key), v.height, `key ${v.key}`);
+  },
+});
+
+Deno.test({
+  name: "commonPrefixLength matches the interop common_prefix vectors",
+  ignore: !interopExists,
+  fn() {
+    const vectors = readJson<{ left: string; right: string; len: number }[]>(
+      "mst/common_prefix.json",
+    );
+    const enc = new TextEncoder();
+    for (const v of vectors) {
+      assert.equal(commonPrefixLength(enc.encode(v.left), enc.encode(v.right)), v.len);
+    }
+  },
+});
+
+Deno.test("the empty tree hashes to the reference CID", async () => {
+  assert.equal(
+    formatCid(EMPTY_TREE_CID),
+    "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm",
+  );
+  assert.equal(await rootOf([]), formatCid(EMPTY_TREE_CID));
+});
+
+Deno.test("a tree of the same keys has the same root CID whatever the insertion order", async () => {
+  const keys = Array.from({ length: 500 }, (_, i) => `app.social.feed.post/k${i * 7919}`);
+  const expected = await rootOf(keys);
+  for (const seed of [1, 2, 3]) assert.equal(await rootOf(shuffled(keys, seed)), expected);
+});
+
+Deno.test("deleting keys gives the root CID of a tree built without them", async () => {
+  const keys = Array.from({ length: 400 }, (_, i) => `app.social.graph.follow/r${i}x`);
+  const drop = new Set(shuffled(keys, 9).slice(0, 250));
+  const source = new MemorySource();
+  const tree = Mst.empty(source);
+  for (const k of shuffled(keys, 4)) await tree.set(k, leaf);
+  const mid = tree.finalize();
+  source.add(mid.blocks);
+  const reloaded = await Mst.load(source, mid.root);
+  for (const k of shuffled([...drop], 5)) assert.equal(await reloaded.delete(k), true);
+  assert.equal(await reloaded.delete("app.social.graph.follow/absent"), false);
+  const kept = keys.filter((k) => !drop.has(k));
+  assert.equal(formatCid(reloaded.finalize().root), await rootOf(kept));
+  for (const k of keys) await reloaded.delete(k);
+  assert.equal(formatCid(reloaded.finalize().root), formatCid(EMPTY_TREE_CID));
+});
+
+Deno.test("get, entries and pathTo read a stored tree", async () => {
+  const source = new MemorySource();
+  const tree = Mst.empty(source);
+  const keys = Array.from({ length: 100 }, (_, i) => `app.social.feed.like/${1000 + i}`);
+  for (const k of keys) await tree.set(k, leaf);
+  const saved = tree.finalize();
+  source.add(saved.blocks);
+  const reloaded = await Mst.load(source, saved.root);
+  assert.equal(formatCid((await reloaded.get(keys[42]))!), formatCid(leaf));
+  assert.equal(await reloaded.get("app.social.feed.like/0"), null);
+  const listed: string[] = [];
+  for await (const e of reloaded.entries()) listed.push(e.key);
+  assert.deepEqual(listed, keys.slice().sort());
+  const path = await reloaded.pathTo(keys[7]);
+  assert.equal(formatCid(path[0]), formatCid(saved.root));
+});
+
+interface ProofFixture {
+  comment: string;
+  leafValue: string;
+  keys: string[];
+  adds: string[];
+  dels: string[];
+  rootBeforeCommit: string;
+  rootAfterCommit: string;
+  blocksInProof: string[];
+}
+
+Deno.test({
+  name: "commit-proof fixtures: roots before and after each commit match",
+  ignore: !interopExists,
+  async fn() {
+    const fixtures = readJson<ProofFixture[]>("firehose/commit-proof-fixtures.json");
+    for (const f of fixtures) {
+      const value = parseCid(f.leafValue);
+      const source = new MemorySource();
+      const tree = Mst.empty(source);
+      for (const k of f.keys) await tree.set(k, value);
+      const before = tree.finalize();
+      source.add(before.blocks);
+      assert.equal(formatCid(before.root), f.rootBeforeCommit, f.comment);
+      const next = await Mst.load(source, before.root);
+      for (const k of f.adds) await next.set(k, value);
+      for (const k of f.dels) await next.delete(k);
+      const after = next.finalize();
+      assert.equal(formatCid(after.root), f.rootAfterCommit, f.comment);
+      // Every new node of the commit is part of the reference proof.
+      const proof = new Set(f.blocksInProof);
+      for (const b of after.blocks) {
+        assert.ok(proof.has(formatCid(b.cid)), `${f.comment}: ${formatCid(b.cid)}`);
+      }
+    }
+  },
+});

@@ -1,0 +1,220 @@
+/**
+ * Read side of the repository: records (`repo.getRecord`, `listRecords`, `describeRepo`) and
+ * the sync exports (`sync.getRepo`, `getBlocks`, `getRecord` proofs, `listRepos`). Reads never
+ * take the write lock: every value read is immutable (blocks) or read once (the root).
+ *
+ * @module
+ */
+
+import { writeCar } from "../../shared/car.ts";
+import { decodeCbor } from "../../shared/cbor.ts";
+import { type CID, formatCid, parseCid } from "../../shared/cid.ts";
+import { formatAtUri } from "../../shared/at_uri.ts";
+import { toLexJson } from "../../shared/lex_json.ts";
+import { SOCIAL_COLLECTIONS } from "../../shared/nsid.ts";
+import {
+  repoRecordCollectionPrefix,
+  repoRecordKey,
+  repoRootKey,
+  repoRootPrefix,
+} from "../store/keys.ts";
+import { KvBlockSource, type StoredBlock } from "./block_store.ts";
+import { decodeCommit } from "./commit.ts";
+import type { RepoRoot, StoredRecord } from "./repository.ts";
+import { type Block, decodeNode, Mst } from "./mst.ts";
+import { RepoError } from "./errors.ts";
+
+/** A record as `repo.getRecord` and `listRecords` answer it. */
+export interface RecordView {
+  uri: string;
+  cid: string;
+  value: unknown;
+}
+
+/** Reads the root of a repository, or null. */
+export async function readRepoRoot(kv: Deno.Kv, did: string): Promise<RepoRoot | null> {
+  return (await kv.get<RepoRoot>(repoRootKey(did))).value;
+}
+
+/** Reads the root of a repository; throws `RepoNotFound` when there is none. */
+export async function requireRepoRoot(kv: Deno.Kv, did: string): Promise<RepoRoot> {
+  const root = await readRepoRoot(kv, did);
+  if (!root) throw new RepoError("RepoNotFound", `Could not find repo for DID: ${did}`);
+  return root;
+}
+
+/** Reads one record by collection and rkey; null when absent. */
+export async function getRecord(
+  kv: Deno.Kv,
+  did: string,
+  collection: string,
+  rkey: string,
+): Promise<RecordView | null> {
+  const entry = await kv.get<StoredRecord>(repoRecordKey(did, collection, rkey));
+  if (entry.value === null) return null;
+  return {
+    uri: formatAtUri(did, collection, rkey),
+    cid: entry.value.cid,
+    value: toLexJson(decodeCbor(entry.value.bytes)),
+  };
+}
+
+/**
+ * Lists the records of a collection by rkey, descending by default (newest TID first); the
+ * cursor is the last rkey returned.
+ */
+export async function listRecords(
+  kv: Deno.Kv,
+  did: string,
+  collection: string,
+  opts: { limit: number; cursor?: string; reverse?: boolean },
+): Promise<{ records: RecordView[]; cursor?: string }> {
+  const prefix = repoRecordCollectionPrefix(did, collection);
+  const ascending = opts.reverse === true;
+  const selector: Deno.KvListSelector = opts.cursor === undefined
+    ? { prefix }
+    : ascending
+    ? { prefix, start: [...prefix, opts.cursor + "\0"] }
+    : { prefix, end: [...prefix, opts.cursor] };
+  const rows: { rkey: string; cid: string }[] = [];
+  const records: RecordView[] = [];
+  const iter = kv.list<StoredRecord>(selector, { limit: opts.limit, reverse: !ascending });
+  for await (const e of iter) {
+    const rkey = e.key[3] as string;
+    rows.push({ rkey, cid: e.value.cid });
+    records.push({
+      uri: formatAtUri(did, collection, rkey),
+      cid: e.value.cid,
+      value: toLexJson(decodeCbor(e.value.bytes)),
+    });
+  }
+  const cursor = rows.length === opts.limit ? rows[rows.length - 1].rkey : undefined;
+  return cursor === undefined ? { records } : { records, cursor };
+}
+
+/** Collections with at least one record (`describeRepo`). */
+export async function listCollections(kv: Deno.Kv, did: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const collection of SOCIAL_COLLECTIONS) {
+    const iter = kv.list({ prefix: repoRecordCollectionPrefix(did, collection) }, { limit: 1 });
+    for await (const _ of iter) {
+      out.push(collection);
+      break;
+    }
+  }
+  return out;
+}
+
+/**
+ * The repository as a CAR (`sync.getRepo`): root = the current commit; the commit, every MST
+ * node and every record. With `since`, only the blocks written by commits after that rev.
+ */
+export async function exportRepoCar(kv: Deno.Kv, did: string, since?: string): Promise<Uint8Array> {
+  const root = await requireRepoRoot(kv, did);
+  const commitCid = parseCid(root.commitCid);
+  // One ordered scan of the repository's commits, then a walk from the root: only reachable
+  // blocks are exported.
+  const stored = await new KvBlockSource(kv, did).all();
+  const commitBlock = stored.get(root.commitCid);
+  if (!commitBlock) throw new Error(`Commit block ${root.commitCid} is missing`);
+  const out: Block[] = [];
+  const keep = (id: string, block: StoredBlock) => {
+    if (since === undefined || block.rev > since) {
+      out.push({ cid: parseCid(id), bytes: block.bytes });
+    }
+  };
+  keep(root.commitCid, commitBlock);
+  const seen = new Set<string>();
+  const stack = [formatCid(decodeCommit(commitBlock.bytes).data)];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const block = stored.get(id);
+    if (!block) throw new Error(`MST node ${id} of ${did} is missing`);
+    keep(id, block);
+    const node = decodeNode(block.bytes, parseCid(id));
+    if (node.left) stack.push(formatCid(node.left as CID));
+    for (const e of node.entries) {
+      const record = formatCid(e.value);
+      if (!seen.has(record)) {
+        seen.add(record);
+        const r = stored.get(record);
+        if (!r) throw new Error(`Record ${record} of ${did} is missing`);
+        keep(record, r);
+      }
+      if (e.right) stack.push(formatCid(e.right as CID));
+    }
+  }
+  return writeCar([commitCid], out);
+}
+
+/** The blocks named by `cids` as a CAR with no roots (`sync.getBlocks`). */
+export async function getBlocksCar(kv: Deno.Kv, did: string, cids: string[]): Promise<Uint8Array> {
+  await requireRepoRoot(kv, did);
+  const wanted = [...new Set(cids.map((c) => formatCid(parseCid(c))))];
+  const stored = await readStored(kv, did, wanted);
+  const missing = wanted.filter((c) => !stored.has(c));
+  if (missing.length > 0) {
+    throw new RepoError("BlockNotFound", `Could not find blocks: ${missing.join(", ")}`);
+  }
+  return writeCar([], wanted.map((c) => ({ cid: parseCid(c), bytes: stored.get(c)!.bytes })));
+}
+
+/**
+ * A proof of a record's presence or absence (`sync.getRecord`): root = the current commit; the
+ * commit, every MST node on the path to the key, and the record when it exists.
+ */
+export async function getRecordProofCar(
+  kv: Deno.Kv,
+  did: string,
+  collection: string,
+  rkey: string,
+): Promise<Uint8Array> {
+  const root = await requireRepoRoot(kv, did);
+  const source = new KvBlockSource(kv, did);
+  const tree = await Mst.load(source, parseCid(root.dataCid));
+  const path = `${collection}/${rkey}`;
+  const ids = (await tree.pathTo(path)).map(formatCid);
+  const value = await tree.get(path);
+  if (value) ids.push(formatCid(value));
+  const stored = await readStored(kv, did, [root.commitCid, ...ids]);
+  const blocks: Block[] = [];
+  for (const id of [root.commitCid, ...ids]) {
+    const block = stored.get(id);
+    if (block) blocks.push({ cid: parseCid(id), bytes: block.bytes });
+  }
+  return writeCar([parseCid(root.commitCid)], blocks);
+}
+
+/** One page of `sync.listRepos`, ordered by DID; the cursor is the last DID. */
+export async function listRepos(
+  kv: Deno.Kv,
+  opts: { limit: number; cursor?: string },
+): Promise<
+  { repos: { did: string; head: string; rev: string; active: boolean }[]; cursor?: string }
+> {
+  const prefix = repoRootPrefix();
+  const selector: Deno.KvListSelector = opts.cursor === undefined
+    ? { prefix }
+    : { prefix, start: [...prefix, opts.cursor + "\0"] };
+  const repos = [];
+  for await (const e of kv.list<RepoRoot>(selector, { limit: opts.limit })) {
+    repos.push({
+      did: e.key[1] as string,
+      head: e.value.commitCid,
+      rev: e.value.rev,
+      active: true,
+    });
+  }
+  const cursor = repos.length === opts.limit ? repos[repos.length - 1].did : undefined;
+  return cursor === undefined ? { repos } : { repos, cursor };
+}
+
+function readStored(
+  kv: Deno.Kv,
+  did: string,
+  ids: string[],
+): Promise<Map<string, StoredBlock>> {
+  return new KvBlockSource(kv, did).getStored(ids);
+}

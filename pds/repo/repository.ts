@@ -1,0 +1,495 @@
+/**
+ * The one write path of the repository (STYLE.md rule 9): {@link RepoService.applyWrites}
+ * validates records, assigns TID record keys, overlays profile updates (spec 4.1 rule 3),
+ * updates the MST, signs the commit and stores blocks, the root, the record index and the
+ * commit's event at the next seq in one Deno KV atomic operation (spec 6.1 rules 1-2).
+ *
+ * Writes to one repository are serialised by an in-process queue per DID; the atomic operation
+ * also checks the root's versionstamp, so a second process sharing the KV makes us reload the
+ * root and redo the commit instead of forking the repository.
+ *
+ * @module
+ */
+
+import { type CID, encodeBlock, formatCid, parseCid } from "../../shared/cid.ts";
+import { TidGenerator } from "../../shared/tid.ts";
+import type { P256KeyPair } from "../../shared/keys.ts";
+import type { Logger } from "../../shared/log.ts";
+import { COLLECTION_PROFILE, PROFILE_RKEY } from "../../shared/nsid.ts";
+import { validateRecord } from "../../shared/records.ts";
+import { isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
+import { formatAtUri } from "../../shared/at_uri.ts";
+import { fromLexJsonObject, LexJsonError, toLexJson } from "../../shared/lex_json.ts";
+import { decodeCbor } from "../../shared/cbor.ts";
+import { carLength, CborWriter, writeCarOneRoot } from "./cbor_writer.ts";
+import { repoRecordKey, repoRootKey } from "../store/keys.ts";
+import { type CommitEventOp, type Sequencer, sequencerFor } from "../sequencer/sequencer.ts";
+import { blockChunks, KvBlockSource, noteCommitBlocks, putBlocks } from "./block_store.ts";
+import { signCommitWith } from "./commit.ts";
+import { commitSigner } from "./signer.ts";
+import { type Block, EMPTY_TREE_CID, Mst } from "./mst.ts";
+import { RepoError } from "./errors.ts";
+
+/** Most writes in one commit (keeps the atomic operation under Deno KV's 1,000 mutations). */
+export const MAX_WRITES_PER_COMMIT = 100;
+/** Largest encoded record (one KV value holds at most 64 KiB). */
+export const MAX_RECORD_BYTES = 60_000;
+/** Deno KV limits of one atomic operation, with some headroom. */
+const MAX_MUTATIONS = 990;
+const MAX_COMMIT_BYTES = 780_000;
+const MAX_ATTEMPTS = 10;
+
+/** What the repository needs from the account host. */
+export interface RepoDeps {
+  kv: Deno.Kv;
+  log: Logger;
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** The account's commit signing key; null for an unknown account. */
+  signingKey(did: string): Promise<P256KeyPair | null>;
+}
+
+/** One write of {@link RepoService.applyWrites}; records are in lex JSON form. */
+export type RepoWrite =
+  | { action: "create"; collection: string; rkey?: string; record: unknown }
+  | {
+    action: "update";
+    collection: string;
+    rkey: string;
+    record: unknown;
+    /** Absent: no check; null: the record must not exist; a CID: the current record CID. */
+    swapRecord?: string | null;
+  }
+  | { action: "delete"; collection: string; rkey: string; swapRecord?: string | null };
+
+/** Outcome of one write. */
+export interface WriteResult {
+  action: "create" | "update" | "delete";
+  uri: string;
+  /** The record CID; null for deletes. */
+  cid: string | null;
+}
+
+/** Outcome of {@link RepoService.applyWrites}. */
+export interface ApplyWritesResult {
+  /** The new commit; null when no write changed anything (a missing delete, an equal put). */
+  commit: { cid: string; rev: string; seq: number } | null;
+  results: WriteResult[];
+}
+
+/** Stored value of a record index entry (`repoRecordKey`). */
+export interface StoredRecord {
+  /** The record CID string. */
+  cid: string;
+  /** Rev of the commit that wrote it. */
+  rev: string;
+  /** The record block. */
+  bytes: Uint8Array;
+}
+
+/** The stored root of a repository. */
+export interface RepoRoot {
+  commitCid: string;
+  rev: string;
+  dataCid: string;
+}
+
+interface LoadedRoot extends RepoRoot {
+  versionstamp: string;
+  /** `dataCid` parsed. */
+  data: CID;
+}
+
+interface PreparedOp {
+  action: "create" | "update" | "delete";
+  collection: string;
+  rkey: string;
+  path: string;
+  block: Block | null;
+  prev: CID | null;
+}
+
+/** The repository write path and state of one KV store. */
+export class RepoService {
+  readonly #deps: RepoDeps;
+  readonly #sequencer: Sequencer;
+  readonly #tids = new TidGenerator();
+  readonly #queues = new Map<string, Promise<unknown>>();
+  readonly #roots = new Map<string, LoadedRoot>();
+  /** Commits between their MST update and their KV commit (signing can overlap them). */
+  #building = 0;
+
+  constructor(deps: RepoDeps) {
+    this.#deps = deps;
+    this.#sequencer = sequencerFor(deps.kv);
+  }
+
+  /** The sequencer the commits go through (for `onCommit`). */
+  get sequencer(): Sequencer {
+    return this.#sequencer;
+  }
+
+  /** Writes the initial empty commit of a new account; no-op when the repository exists. */
+  initRepo(did: string): Promise<RepoRoot> {
+    return this.#serialised(did, async () => {
+      const root = await this.#loadRoot(did, true);
+      return root ?? await this.#createRepo(did);
+    });
+  }
+
+  /** Reads the current root of a repository (null when it does not exist). */
+  async getRoot(did: string): Promise<RepoRoot | null> {
+    const entry = await this.#deps.kv.get<RepoRoot>(repoRootKey(did));
+    return entry.value;
+  }
+
+  /**
+   * Applies writes to a repository as one commit. Creates the repository first when the
+   * account exists but has none yet.
+   *
+   * @throws {RepoError} `InvalidRecord`, `InvalidRequest`, `InvalidSwap`, `RepoNotFound`.
+   */
+  applyWrites(
+    did: string,
+    writes: RepoWrite[],
+    opts: { swapCommit?: string } = {},
+  ): Promise<ApplyWritesResult> {
+    if (!Array.isArray(writes) || writes.length === 0) {
+      return Promise.reject(new RepoError("InvalidRequest", "Writes must not be empty"));
+    }
+    if (writes.length > MAX_WRITES_PER_COMMIT) {
+      return Promise.reject(
+        new RepoError(
+          "InvalidRequest",
+          `Too many writes in one commit: ${writes.length} (at most ${MAX_WRITES_PER_COMMIT})`,
+        ),
+      );
+    }
+    for (const w of writes) checkWriteShape(w);
+    return this.#serialised(did, () => this.#applyLocked(did, writes, opts));
+  }
+
+  async #applyLocked(
+    did: string,
+    writes: RepoWrite[],
+    opts: { swapCommit?: string },
+  ): Promise<ApplyWritesResult> {
+    const keyPair = await this.#deps.signingKey(did);
+    if (!keyPair) throw new RepoError("RepoNotFound", `Repository not found: ${did}`);
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const root = await this.#loadRoot(did, attempt > 0) ?? await this.#createRepo(did);
+      if (opts.swapCommit !== undefined && opts.swapCommit !== root.commitCid) {
+        throw new RepoError(
+          "InvalidSwap",
+          `Commit was at ${root.commitCid}, not ${opts.swapCommit}`,
+        );
+      }
+      const source = new KvBlockSource(this.#deps.kv, did);
+      const tree = await Mst.load(source, root.data);
+      const { ops, results } = await this.#prepare(did, writes, tree, source);
+      if (ops.length === 0) return { commit: null, results };
+      for (const op of ops) {
+        if (op.block) await tree.set(op.path, op.block.cid);
+        else await tree.delete(op.path);
+      }
+      const committed = await this.#commit(did, keyPair, root, tree, ops);
+      if (committed) return { commit: committed, results };
+      this.#roots.delete(did);
+    }
+    throw new Error(`Repository ${did} kept changing under the write`);
+  }
+
+  /** Resolves rkeys, checks swaps, overlays profiles, validates and encodes the records. */
+  async #prepare(did: string, writes: RepoWrite[], tree: Mst, source: KvBlockSource) {
+    const ops: PreparedOp[] = [];
+    const results: WriteResult[] = [];
+    const seen = new Set<string>();
+    for (const w of writes) {
+      const isProfile = w.collection === COLLECTION_PROFILE;
+      const rkey = w.rkey ?? (isProfile ? PROFILE_RKEY : this.#tids.next());
+      const path = `${w.collection}/${rkey}`;
+      const uri = formatAtUri(did, w.collection, rkey);
+      if (seen.has(path)) throw new RepoError("InvalidRequest", `Duplicate write to ${path}`);
+      seen.add(path);
+      const prev = await tree.get(path);
+      if ("swapRecord" in w && w.swapRecord !== undefined) {
+        const current = prev ? formatCid(prev) : null;
+        if (current !== w.swapRecord) {
+          throw new RepoError(
+            "InvalidSwap",
+            `Record ${path} was at ${current ?? "nothing"}, not ${w.swapRecord ?? "nothing"}`,
+          );
+        }
+      }
+      if (w.action === "delete") {
+        results.push({ action: "delete", uri, cid: null });
+        if (prev) {
+          ops.push({ action: "delete", collection: w.collection, rkey, path, block: null, prev });
+        }
+        continue;
+      }
+      if (w.action === "create" && prev && !isProfile) {
+        throw new RepoError("InvalidRequest", `Record already exists: ${uri}`);
+      }
+      let record = w.record as Record<string, unknown>;
+      if (isProfile) {
+        record = await overlayProfile(this.#deps.kv, did, source, w.collection, rkey, prev, record);
+      }
+      const block = encodeRecord(w.collection, record);
+      results.push({ action: prev ? "update" : "create", uri, cid: formatCid(block.cid) });
+      if (prev && prev.equals(block.cid)) continue;
+      ops.push({
+        action: prev ? "update" : "create",
+        collection: w.collection,
+        rkey,
+        path,
+        block,
+        prev,
+      });
+    }
+    return { ops, results };
+  }
+
+  async #commit(
+    did: string,
+    keyPair: P256KeyPair,
+    root: LoadedRoot | null,
+    tree: Mst,
+    ops: PreparedOp[],
+  ): Promise<{ cid: string; rev: string; seq: number } | null> {
+    this.#building++;
+    try {
+      return await this.#commitCounted(did, keyPair, root, tree, ops);
+    } finally {
+      this.#building--;
+    }
+  }
+
+  async #commitCounted(
+    did: string,
+    keyPair: P256KeyPair,
+    root: LoadedRoot | null,
+    tree: Mst,
+    ops: PreparedOp[],
+  ): Promise<{ cid: string; rev: string; seq: number } | null> {
+    const { root: data, blocks: nodeBlocks } = tree.finalize();
+    const rev = root ? this.#tids.nextAfter(root.rev) : this.#tids.next();
+    const concurrent = this.#building > 1;
+    const commitBlock = await signCommitWith(commitSigner(), {
+      did,
+      data,
+      rev,
+      keyPair,
+      concurrent,
+    });
+    const recordBlocks = ops.flatMap((op) => op.block ? [op.block] : []);
+    const blocks = [commitBlock, ...nodeBlocks, ...recordBlocks];
+    const newRoot: RepoRoot = {
+      commitCid: formatCid(commitBlock.cid),
+      rev,
+      dataCid: formatCid(data),
+    };
+    const size = checkCommitSize(blocks, ops);
+    const eventOps: CommitEventOp[] = ops.map((op) => {
+      const e: CommitEventOp = { action: op.action, path: op.path, cid: op.block?.cid ?? null };
+      if (op.prev) e.prev = op.prev;
+      return e;
+    });
+    const committed = await this.#sequencer.commit({
+      fill: (atomic) => {
+        atomic.check({ key: repoRootKey(did), versionstamp: root?.versionstamp ?? null });
+        putBlocks(atomic, did, rev, blocks);
+        atomic.set(repoRootKey(did), newRoot);
+        for (const op of ops) {
+          const key = repoRecordKey(did, op.collection, op.rkey);
+          if (op.block) {
+            const value: StoredRecord = {
+              cid: formatCid(op.block.cid),
+              rev,
+              bytes: exact(op.block.bytes),
+            };
+            atomic.set(key, value);
+          } else {
+            atomic.delete(key);
+          }
+        }
+      },
+      event: {
+        rebase: false,
+        tooBig: false,
+        repo: did,
+        commit: commitBlock.cid,
+        rev,
+        since: root?.rev ?? null,
+        blocks: eventCar(commitBlock.cid, blocks),
+        ops: eventOps,
+        blobs: [],
+        ...(root ? { prevData: root.data } : {}),
+        time: new Date(this.#deps.now()).toISOString(),
+      },
+      mutations: blockChunks(size) + ops.length + 1,
+      bytes: size,
+    });
+    if (!committed) return null;
+    noteCommitBlocks(this.#deps.kv, did, root?.rev ?? null, rev, blocks);
+    // Every key of one atomic operation gets the operation's versionstamp.
+    this.#roots.set(did, { ...newRoot, versionstamp: committed.versionstamp, data });
+    return { cid: newRoot.commitCid, rev, seq: committed.seq };
+  }
+
+  async #createRepo(did: string): Promise<LoadedRoot> {
+    const keyPair = await this.#deps.signingKey(did);
+    if (!keyPair) throw new RepoError("RepoNotFound", `Repository not found: ${did}`);
+    const tree = Mst.empty(new KvBlockSource(this.#deps.kv, did));
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const committed = await this.#commit(did, keyPair, null, tree, []);
+      const root = await this.#loadRoot(did, true);
+      if (root) return root;
+      if (committed) break;
+    }
+    throw new Error(`Repository ${did} could not be created`);
+  }
+
+  async #loadRoot(did: string, fresh: boolean): Promise<LoadedRoot | null> {
+    if (!fresh) {
+      const hit = this.#roots.get(did);
+      if (hit) return hit;
+    }
+    const entry = await this.#deps.kv.get<RepoRoot>(repoRootKey(did));
+    if (entry.value === null) {
+      this.#roots.delete(did);
+      return null;
+    }
+    const root = {
+      ...entry.value,
+      versionstamp: entry.versionstamp,
+      data: parseCid(entry.value.dataCid),
+    };
+    this.#roots.set(did, root);
+    return root;
+  }
+
+  /** Runs `fn` after every earlier task of the same repository has settled. */
+  #serialised<T>(did: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#queues.get(did) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.then(() => {}, () => {});
+    this.#queues.set(did, tail);
+    tail.then(() => {
+      if (this.#queues.get(did) === tail) this.#queues.delete(did);
+    });
+    return run;
+  }
+}
+
+function checkWriteShape(w: RepoWrite): void {
+  if (w === null || typeof w !== "object") {
+    throw new RepoError("InvalidRequest", "Write is not an object");
+  }
+  const action = (w as { action: unknown }).action;
+  if (action !== "create" && action !== "update" && action !== "delete") {
+    throw new RepoError("InvalidRequest", `Unknown write action: ${JSON.stringify(action)}`);
+  }
+  if (typeof w.collection !== "string" || !isValidNsid(w.collection)) {
+    throw new RepoError("InvalidRequest", `Invalid collection: ${JSON.stringify(w.collection)}`);
+  }
+  if (w.action !== "create" || w.rkey !== undefined) {
+    if (typeof w.rkey !== "string" || !isValidRecordKey(w.rkey)) {
+      throw new RepoError("InvalidRequest", `Invalid record key: ${JSON.stringify(w.rkey)}`);
+    }
+  }
+  if (w.collection === COLLECTION_PROFILE && w.rkey !== undefined && w.rkey !== PROFILE_RKEY) {
+    throw new RepoError("InvalidRequest", `Profile record key must be self: ${w.rkey}`);
+  }
+  if (w.action !== "delete") {
+    const r = w.record;
+    if (r === null || typeof r !== "object" || Array.isArray(r)) {
+      throw new RepoError("InvalidRecord", "Record is not an object");
+    }
+  }
+}
+
+/**
+ * Spec 4.1 rule 3: supplied fields replace the stored ones, omitted fields are kept, a field
+ * sent as null is removed.
+ */
+async function overlayProfile(
+  kv: Deno.Kv,
+  did: string,
+  source: KvBlockSource,
+  collection: string,
+  rkey: string,
+  prev: CID | null,
+  supplied: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  let merged: Record<string, unknown> = {};
+  if (prev) {
+    const stored = (await kv.get<StoredRecord>(repoRecordKey(did, collection, rkey))).value;
+    const bytes = stored?.cid === formatCid(prev) ? stored.bytes : await source.getBlock(prev);
+    if (bytes) merged = toLexJson(decodeCbor(bytes)) as Record<string, unknown>;
+  }
+  for (const [k, v] of Object.entries(supplied)) {
+    if (v === null) delete merged[k];
+    else merged[k] = v;
+  }
+  return merged;
+}
+
+/** The CAR of a commit event: root = the commit; the commit, new nodes and records. */
+function eventCar(root: CID, blocks: Block[]): Uint8Array {
+  const w = new CborWriter(carLength(root, blocks));
+  writeCarOneRoot(w, root, blocks);
+  return w.finish();
+}
+
+/** Deno KV serialises a typed array inside an object with its whole buffer: store exact copies. */
+function exact(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
+    ? bytes
+    : bytes.slice();
+}
+
+/** Validates a lex JSON record, fills `$type`, and encodes it as a block. */
+function encodeRecord(collection: string, record: Record<string, unknown>): Block {
+  const checked = validateRecord(collection, record);
+  if (!checked.ok) throw new RepoError("InvalidRecord", checked.reason);
+  let value: Record<string, unknown>;
+  try {
+    value = fromLexJsonObject({ ...checked.value, $type: collection });
+  } catch (e) {
+    if (e instanceof LexJsonError) throw new RepoError("InvalidRecord", e.message);
+    throw e;
+  }
+  let block: Block;
+  try {
+    block = encodeBlock(value);
+  } catch (e) {
+    throw new RepoError("InvalidRecord", `Record cannot be encoded: ${(e as Error).message}`);
+  }
+  if (block.bytes.length > MAX_RECORD_BYTES) {
+    throw new RepoError(
+      "InvalidRecord",
+      `Record is ${block.bytes.length} bytes, over the ${MAX_RECORD_BYTES} byte limit`,
+    );
+  }
+  return block;
+}
+
+function checkCommitSize(blocks: Block[], ops: PreparedOp[]): number {
+  // Stored bytes: the blocks (in the commit's pack and again in its event) and the records
+  // (again in the record index). Mutations: pack chunks, root, index entries, event chunks, head.
+  const blockBytes = blocks.reduce((n, b) => n + b.bytes.length + 40, 0);
+  const recordBytes = ops.reduce((n, op) => n + (op.block ? op.block.bytes.length + 150 : 50), 0);
+  const chunks = Math.ceil(blockBytes / 60_000);
+  const mutations = 2 * chunks + ops.length + 2;
+  if (mutations > MAX_MUTATIONS || 2 * blockBytes + recordBytes > MAX_COMMIT_BYTES) {
+    throw new RepoError(
+      "InvalidRequest",
+      `Commit is too large: ${blocks.length} blocks, ${blockBytes} bytes; send fewer writes`,
+    );
+  }
+  // What `fill` adds (the sequencer adds the event's own size).
+  return blockBytes + recordBytes + 200;
+}
+
+export { EMPTY_TREE_CID };

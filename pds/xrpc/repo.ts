@@ -1,0 +1,313 @@
+/**
+ * `com.atproto.repo.*` over XRPC (reference atproto.md section 3): thin adapters over the one
+ * write path `applyWrites` and the repository reader; `uploadBlob` streams into the blob store.
+ *
+ * @module
+ */
+
+import { type Context, Hono } from "hono";
+import { isValidDid, isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
+import { parseAtUri } from "../../shared/at_uri.ts";
+import type { PdsContext, PdsEnv } from "../context.ts";
+import { getAccount, getDidForHandle } from "../accounts/accounts.ts";
+import { getAccountKeyPair } from "../accounts/account_keys.ts";
+import { accountDidDocument } from "../accounts/did_doc.ts";
+import { requireAccess } from "../auth/access.ts";
+import { RepoError } from "../repo/errors.ts";
+import type { ApplyWritesResult, RepoWrite } from "../repo/repository.ts";
+import { getRecord, listCollections, listRecords } from "../repo/reader.ts";
+import { repoServiceFor } from "../repo/service.ts";
+import {
+  BlobTooLargeError,
+  MAX_BLOB_BYTES,
+  normalizeMimeType,
+  putBlob,
+  readLimited,
+} from "../blobs/blob_store.ts";
+import { XrpcError } from "./errors.ts";
+import { readJsonBody } from "./json_body.ts";
+
+const NSID = "com.atproto.repo";
+const WRITE_TYPES = {
+  create: `${NSID}.applyWrites#create`,
+  update: `${NSID}.applyWrites#update`,
+  delete: `${NSID}.applyWrites#delete`,
+} as const;
+
+/** Routes of `com.atproto.repo.*`. */
+export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
+  const app = new Hono<PdsEnv>();
+  const repos = repoServiceFor(ctx);
+  const write = async (did: string, writes: RepoWrite[], swapCommit?: string) => {
+    try {
+      return await repos.applyWrites(did, writes, { swapCommit });
+    } catch (err) {
+      throw toXrpcError(err);
+    }
+  };
+
+  app.post(`/xrpc/${NSID}.createRecord`, requireAccess(ctx), async (c) => {
+    const body = await readJsonBody(c);
+    const did = await ownRepo(ctx, c, body.repo);
+    const collection = requireString(body, "collection");
+    const rkey = optional(body, "rkey");
+    const res = await write(
+      did,
+      [{ action: "create", collection, rkey, record: body.record }],
+      optional(body, "swapCommit"),
+    );
+    const [result] = res.results;
+    return c.json({
+      uri: result.uri,
+      cid: result.cid,
+      ...commitMeta(res),
+      validationStatus: "valid",
+    });
+  });
+
+  app.post(`/xrpc/${NSID}.putRecord`, requireAccess(ctx), async (c) => {
+    const body = await readJsonBody(c);
+    const did = await ownRepo(ctx, c, body.repo);
+    const swapRecord = body.swapRecord === null ? null : optional(body, "swapRecord");
+    const res = await write(did, [{
+      action: "update",
+      collection: requireString(body, "collection"),
+      rkey: requireString(body, "rkey"),
+      record: body.record,
+      ...("swapRecord" in body ? { swapRecord } : {}),
+    }], optional(body, "swapCommit"));
+    const [result] = res.results;
+    return c.json({
+      uri: result.uri,
+      cid: result.cid,
+      ...commitMeta(res),
+      validationStatus: "valid",
+    });
+  });
+
+  app.post(`/xrpc/${NSID}.deleteRecord`, requireAccess(ctx), async (c) => {
+    const body = await readJsonBody(c);
+    const did = await ownRepo(ctx, c, body.repo);
+    let collection = optional(body, "collection");
+    let rkey = optional(body, "rkey");
+    // Spec 4.1: a record URI is accepted in place of collection and rkey.
+    const uri = optional(body, "uri");
+    if (uri !== undefined && (collection === undefined || rkey === undefined)) {
+      try {
+        ({ collection, rkey } = parseAtUri(uri));
+      } catch (err) {
+        throw new XrpcError(400, "InvalidRequest", (err as Error).message);
+      }
+    }
+    if (collection === undefined) throw missing("collection");
+    if (rkey === undefined) throw missing("rkey");
+    const swapRecord = optional(body, "swapRecord");
+    const res = await write(did, [{
+      action: "delete",
+      collection,
+      rkey,
+      ...(swapRecord !== undefined ? { swapRecord } : {}),
+    }], optional(body, "swapCommit"));
+    return c.json(commitMeta(res));
+  });
+
+  app.post(`/xrpc/${NSID}.applyWrites`, requireAccess(ctx), async (c) => {
+    const body = await readJsonBody(c);
+    const did = await ownRepo(ctx, c, body.repo);
+    if (!Array.isArray(body.writes)) throw missing("writes");
+    const writes = body.writes.map(toRepoWrite);
+    const res = await write(did, writes, optional(body, "swapCommit"));
+    return c.json({
+      ...commitMeta(res),
+      results: res.results.map((r) =>
+        r.action === "delete" ? { $type: `${NSID}.applyWrites#deleteResult` } : {
+          $type: `${NSID}.applyWrites#${r.action}Result`,
+          uri: r.uri,
+          cid: r.cid,
+          validationStatus: "valid",
+        }
+      ),
+    });
+  });
+
+  app.get(`/xrpc/${NSID}.getRecord`, async (c) => {
+    const did = await resolveRepo(ctx, c.req.query("repo"));
+    const collection = requireQuery(c, "collection");
+    const rkey = requireQuery(c, "rkey");
+    const record = await getRecord(ctx.kv, did, collection, rkey);
+    const wanted = c.req.query("cid");
+    if (record === null || (wanted !== undefined && wanted !== record.cid)) {
+      throw new XrpcError(
+        400,
+        "RecordNotFound",
+        `Could not locate record: at://${did}/${collection}/${rkey}`,
+      );
+    }
+    return c.json(record);
+  });
+
+  app.get(`/xrpc/${NSID}.listRecords`, async (c) => {
+    const did = await resolveRepo(ctx, c.req.query("repo"));
+    const collection = requireQuery(c, "collection");
+    if (!isValidNsid(collection)) {
+      throw new XrpcError(400, "InvalidRequest", `Invalid collection: ${q(collection)}`);
+    }
+    const limit = parseLimit(c.req.query("limit"), 50, 100);
+    const cursor = c.req.query("cursor") || undefined;
+    const reverse = parseBool(c.req.query("reverse"), "reverse");
+    return c.json(await listRecords(ctx.kv, did, collection, { limit, cursor, reverse }));
+  });
+
+  app.get(`/xrpc/${NSID}.describeRepo`, async (c) => {
+    const did = await resolveRepo(ctx, c.req.query("repo"));
+    const [account, keyPair, collections] = await Promise.all([
+      getAccount(ctx.kv, did),
+      getAccountKeyPair(ctx.kv, did),
+      listCollections(ctx.kv, did),
+    ]);
+    if (account === null || keyPair === null) throw repoNotFound(did);
+    return c.json({
+      handle: account.handle,
+      did,
+      didDoc: accountDidDocument(did, account.handle, keyPair.publicKey, ctx.config.publicUrl),
+      collections,
+      handleIsCorrect: true,
+    });
+  });
+
+  app.post(`/xrpc/${NSID}.uploadBlob`, requireAccess(ctx), async (c) => {
+    const did = c.get("auth").did;
+    const declared = c.req.header("content-length");
+    if (declared !== undefined && Number(declared) > MAX_BLOB_BYTES) throw blobTooLarge();
+    let bytes: Uint8Array;
+    try {
+      bytes = await readLimited(c.req.raw.body, MAX_BLOB_BYTES);
+    } catch (err) {
+      if (err instanceof BlobTooLargeError) throw blobTooLarge();
+      throw err;
+    }
+    if (bytes.length === 0) throw new XrpcError(400, "InvalidRequest", "Blob is empty");
+    const blob = await putBlob(ctx.kv, did, bytes, {
+      mimeType: normalizeMimeType(c.req.header("content-type")),
+      now: ctx.now(),
+    });
+    return c.json({ blob });
+  });
+
+  return app;
+}
+
+/** Maps a repository domain error to its XRPC error (all are 400 in the reference). */
+export function toXrpcError(err: unknown): unknown {
+  if (err instanceof RepoError) return new XrpcError(400, err.code, err.message);
+  return err;
+}
+
+/** Resolves a `repo` (DID or handle) of an existing account to its DID. */
+export async function resolveRepo(ctx: PdsContext, repo: unknown): Promise<string> {
+  if (typeof repo !== "string" || repo.trim() === "") throw missing("repo");
+  const id = repo.trim();
+  const did = id.startsWith("did:")
+    ? (isValidDid(id) && await getAccount(ctx.kv, id) ? id : null)
+    : await getDidForHandle(ctx.kv, id);
+  if (did === null) throw repoNotFound(id);
+  return did;
+}
+
+/** The DID of `repo`, which must be the authenticated account's own repository. */
+async function ownRepo(ctx: PdsContext, c: Context<PdsEnv>, repo: unknown): Promise<string> {
+  const did = await resolveRepo(ctx, repo);
+  if (did !== c.get("auth").did) {
+    throw new XrpcError(403, "Forbidden", `Token subject does not own repo: ${q(String(repo))}`);
+  }
+  return did;
+}
+
+function toRepoWrite(raw: unknown, index: number): RepoWrite {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    throw new XrpcError(400, "InvalidRequest", `Write ${index} is not an object`);
+  }
+  const w = raw as Record<string, unknown>;
+  const collection = requireString(w, "collection");
+  switch (w.$type) {
+    case WRITE_TYPES.create:
+      return { action: "create", collection, rkey: optional(w, "rkey"), record: w.value };
+    case WRITE_TYPES.update:
+      return { action: "update", collection, rkey: requireString(w, "rkey"), record: w.value };
+    case WRITE_TYPES.delete:
+      return { action: "delete", collection, rkey: requireString(w, "rkey") };
+    default:
+      throw new XrpcError(
+        400,
+        "InvalidRequest",
+        `Write ${index} has an unknown $type: ${q(String(w.$type))}`,
+      );
+  }
+}
+
+function commitMeta(res: ApplyWritesResult): { commit?: { cid: string; rev: string } } {
+  return res.commit ? { commit: { cid: res.commit.cid, rev: res.commit.rev } } : {};
+}
+
+function optional(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "string") {
+    throw new XrpcError(400, "InvalidRequest", `Member ${name} must be a string`);
+  }
+  return value;
+}
+
+function requireString(body: Record<string, unknown>, name: string): string {
+  const value = optional(body, name);
+  if (value === undefined || value === "") throw missing(name);
+  return value;
+}
+
+function requireQuery(c: Context, name: string): string {
+  const value = c.req.query(name);
+  if (value === undefined || value === "") {
+    throw new XrpcError(400, "InvalidRequest", `Parameter ${name} is required`);
+  }
+  if (
+    (name === "rkey" && !isValidRecordKey(value)) || (name === "collection" && !isValidNsid(value))
+  ) {
+    throw new XrpcError(400, "InvalidRequest", `Invalid ${name}: ${q(value)}`);
+  }
+  return value;
+}
+
+/** Parses `limit` in [1, max]; throws 400 naming the value. */
+export function parseLimit(raw: string | undefined, fallback: number, max: number): number {
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > max) {
+    throw new XrpcError(
+      400,
+      "InvalidRequest",
+      `Parameter limit must be between 1 and ${max}: ${q(raw)}`,
+    );
+  }
+  return Number(raw);
+}
+
+function parseBool(raw: string | undefined, name: string): boolean {
+  if (raw === undefined || raw === "" || raw === "false") return false;
+  if (raw === "true") return true;
+  throw new XrpcError(400, "InvalidRequest", `Parameter ${name} must be true or false: ${q(raw)}`);
+}
+
+function missing(name: string): XrpcError {
+  return new XrpcError(400, "InvalidRequest", `Member ${name} is required`);
+}
+
+function repoNotFound(repo: string): XrpcError {
+  return new XrpcError(400, "RepoNotFound", `Could not find repo: ${q(repo)}`);
+}
+
+function blobTooLarge(): XrpcError {
+  return new XrpcError(413, "BlobTooLarge", `Blob is larger than ${MAX_BLOB_BYTES} bytes`);
+}
+
+function q(value: string): string {
+  return JSON.stringify(value.length > 100 ? value.slice(0, 100) + "..." : value);
+}

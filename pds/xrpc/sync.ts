@@ -1,0 +1,140 @@
+/**
+ * `com.atproto.sync.*` HTTP methods (reference atproto.md section 5): repository export, blocks,
+ * latest commit, record proofs, repository listing and blobs. All unauthenticated GETs.
+ *
+ * @module
+ */
+
+import { type Context, Hono } from "hono";
+import { parseCid } from "../../shared/cid.ts";
+import { isValidDid, isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
+import { isValidTid } from "../../shared/tid.ts";
+import type { PdsContext, PdsEnv } from "../context.ts";
+import {
+  exportRepoCar,
+  getBlocksCar,
+  getRecordProofCar,
+  listRepos,
+  requireRepoRoot,
+} from "../repo/reader.ts";
+import { getBlob } from "../blobs/blob_store.ts";
+import { XrpcError } from "./errors.ts";
+import { parseLimit, toXrpcError } from "./repo.ts";
+
+const NSID = "com.atproto.sync";
+const CAR_TYPE = "application/vnd.ipld.car";
+/** Most CIDs in one `getBlocks` request. */
+const MAX_GET_BLOCKS = 1000;
+
+/** Routes of `com.atproto.sync.*` (except `subscribeRepos`). */
+export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
+  const app = new Hono<PdsEnv>();
+
+  app.get(`/xrpc/${NSID}.getRepo`, async (c) => {
+    const did = requireDid(c);
+    const since = c.req.query("since") || undefined;
+    if (since !== undefined && !isValidTid(since)) {
+      throw new XrpcError(400, "InvalidRequest", `Parameter since is not a TID: ${q(since)}`);
+    }
+    return car(await domain(exportRepoCar(ctx.kv, did, since)));
+  });
+
+  app.get(`/xrpc/${NSID}.getBlocks`, async (c) => {
+    const did = requireDid(c);
+    const cids = c.req.queries("cids") ?? [];
+    if (cids.length === 0) throw new XrpcError(400, "InvalidRequest", "Parameter cids is required");
+    if (cids.length > MAX_GET_BLOCKS) {
+      throw new XrpcError(
+        400,
+        "InvalidRequest",
+        `Too many cids: ${cids.length} (at most ${MAX_GET_BLOCKS})`,
+      );
+    }
+    for (const cid of cids) checkCid(cid);
+    return car(await domain(getBlocksCar(ctx.kv, did, cids)));
+  });
+
+  app.get(`/xrpc/${NSID}.getLatestCommit`, async (c) => {
+    const root = await domain(requireRepoRoot(ctx.kv, requireDid(c)));
+    return c.json({ cid: root.commitCid, rev: root.rev });
+  });
+
+  app.get(`/xrpc/${NSID}.getRecord`, async (c) => {
+    const did = requireDid(c);
+    const collection = requireParam(c, "collection");
+    const rkey = requireParam(c, "rkey");
+    if (!isValidNsid(collection)) throw invalid("collection", collection);
+    if (!isValidRecordKey(rkey)) throw invalid("rkey", rkey);
+    return car(await domain(getRecordProofCar(ctx.kv, did, collection, rkey)));
+  });
+
+  app.get(`/xrpc/${NSID}.listRepos`, async (c) => {
+    const limit = parseLimit(c.req.query("limit"), 500, 1000);
+    const cursor = c.req.query("cursor") || undefined;
+    return c.json(await listRepos(ctx.kv, { limit, cursor }));
+  });
+
+  app.get(`/xrpc/${NSID}.getBlob`, async (c) => {
+    const did = requireDid(c);
+    const cid = requireParam(c, "cid");
+    checkCid(cid);
+    const blob = await getBlob(ctx.kv, did, cid);
+    if (blob === null) throw new XrpcError(400, "BlobNotFound", `Blob not found: ${q(cid)}`);
+    return new Response(blob.bytes as Uint8Array<ArrayBuffer>, {
+      headers: {
+        "Content-Type": blob.mimeType,
+        "Content-Length": String(blob.bytes.length),
+        "X-Content-Type-Options": "nosniff",
+        "Content-Disposition": `attachment; filename="${cid}"`,
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+        "Cache-Control": "public, max-age=31536000, immutable",
+      },
+    });
+  });
+
+  return app;
+}
+
+function car(bytes: Uint8Array): Response {
+  return new Response(bytes as Uint8Array<ArrayBuffer>, {
+    headers: { "Content-Type": CAR_TYPE, "Content-Length": String(bytes.length) },
+  });
+}
+
+async function domain<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    throw toXrpcError(err);
+  }
+}
+
+function requireParam(c: Context, name: string): string {
+  const value = c.req.query(name);
+  if (value === undefined || value === "") {
+    throw new XrpcError(400, "InvalidRequest", `Parameter ${name} is required`);
+  }
+  return value;
+}
+
+function requireDid(c: Context): string {
+  const did = requireParam(c, "did");
+  if (!isValidDid(did)) throw invalid("did", did);
+  return did;
+}
+
+function checkCid(cid: string): void {
+  try {
+    parseCid(cid);
+  } catch {
+    throw invalid("cid", cid);
+  }
+}
+
+function invalid(name: string, value: string): XrpcError {
+  return new XrpcError(400, "InvalidRequest", `Invalid ${name}: ${q(value)}`);
+}
+
+function q(value: string): string {
+  return JSON.stringify(value.length > 100 ? value.slice(0, 100) + "..." : value);
+}

@@ -1,0 +1,70 @@
+/**
+ * Load client of `commit_bench.ts`, run as a separate process so that the client's CPU does not
+ * count against the account host (and does not share its event loop). Reads one job as JSON on
+ * stdin, writes the result as JSON on stdout:
+ *
+ * - `{mode: "closed", url, accounts, perAccount}`: one closed loop of createRecord per account;
+ *   answers `{seconds, latenciesMs}`;
+ * - `{mode: "open", url, accounts, rate, seconds}`: an open-loop load at `rate` requests/s
+ *   spread over the accounts, latency of each request from its scheduled start (so queueing
+ *   counts); answers `{seconds, latenciesMs}`.
+ */
+
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+
+interface Account {
+  did: string;
+  auth: string;
+  n: number;
+}
+
+type Job =
+  | { mode: "closed"; url: string; accounts: Account[]; perAccount: number }
+  | { mode: "open"; url: string; accounts: Account[]; rate: number; seconds: number };
+
+async function createPost(url: string, a: Account): Promise<void> {
+  const res = await fetch(`${url}/xrpc/com.atproto.repo.createRecord`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: a.auth },
+    body: JSON.stringify({
+      repo: a.did,
+      collection: COLLECTION_POST,
+      record: { text: `bench post ${a.n++} from ${a.did}`, createdAt: new Date().toISOString() },
+    }),
+  });
+  if (res.status !== 200) throw new Error(`createRecord: ${res.status} ${await res.text()}`);
+  await res.body?.cancel();
+}
+
+async function run(job: Job): Promise<{ seconds: number; latenciesMs: number[] }> {
+  const latenciesMs: number[] = [];
+  const t0 = performance.now();
+  if (job.mode === "closed") {
+    await Promise.all(job.accounts.map(async (a) => {
+      for (let i = 0; i < job.perAccount; i++) {
+        const start = performance.now();
+        await createPost(job.url, a);
+        latenciesMs.push(performance.now() - start);
+      }
+    }));
+  } else {
+    const total = job.rate * job.seconds;
+    const pending: Promise<void>[] = [];
+    for (let i = 0; i < total; i++) {
+      const due = t0 + (i * 1000) / job.rate;
+      const wait = due - performance.now();
+      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+      const a = job.accounts[i % job.accounts.length];
+      pending.push(
+        createPost(job.url, a).then(() => void latenciesMs.push(performance.now() - due)),
+      );
+    }
+    await Promise.all(pending);
+  }
+  return { seconds: (performance.now() - t0) / 1000, latenciesMs };
+}
+
+if (import.meta.main) {
+  const job = JSON.parse(await new Response(Deno.stdin.readable).text()) as Job;
+  console.log(JSON.stringify(await run(job)));
+}

@@ -1,0 +1,198 @@
+/**
+ * Account host commits (DESIGN.md section 8: createRecord across 100 accounts, >= 1,000
+ * commits/s, p99 <= 25 ms). Goes through HTTP on a real account host (`startPds` on port 0, a
+ * KV file in a temp dir): token check, validation, MST update, signing, the KV atomic commit
+ * with its event. The load comes from a separate client process (`_commit_bench_client.ts`), so
+ * the host's figures do not include the client's CPU.
+ *
+ * - throughput: 100 accounts, one client loop per account (100 requests in flight), 6,000 posts;
+ * - direct (informational): the same load straight into `applyWrites`, no HTTP;
+ * - latency: an open-loop load of 1,000 createRecord/s spread over the 100 accounts for 5 s,
+ *   latency of each request from its scheduled start (so queueing counts), p50/p99;
+ * - host CPU per commit (informational): the account host process's CPU time (every thread:
+ *   HTTP, commit building, the signing worker, KV's SQLite writer) over the throughput run.
+ *
+ * Run alone: `deno run -A scripts/bench/commit_bench.ts`.
+ */
+
+import { createLogger, silentLogger } from "../../shared/log.ts";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { startPds } from "../../pds/server.ts";
+import type { PdsContext } from "../../pds/context.ts";
+import { initRepo, repoServiceFor } from "../../pds/repo/service.ts";
+import process from "node:process";
+import { type BenchResult, percentile } from "./_types.ts";
+
+const ACCOUNTS = 100;
+const THROUGHPUT_COMMITS = 6_000;
+const OPEN_LOOP_RATE = 1_000;
+const OPEN_LOOP_SECONDS = 5;
+const THROUGHPUT_BUDGET = 1_000;
+const P99_BUDGET_MS = 25;
+
+interface Account {
+  did: string;
+  auth: string;
+  n: number;
+}
+
+export async function benchCommits(): Promise<BenchResult[]> {
+  const dir = await Deno.makeTempDir({ prefix: "commit-bench-" });
+  let ctx: PdsContext | null = null;
+  const pds = await startPds({
+    env: {
+      DATA_DIR: dir,
+      PDS_KV_PATH: `${dir}/pds.kv`,
+      PDS_JWT_SECRET: "commit-bench-secret-0123456789",
+      PDS_HANDLE_DOMAINS: ".test",
+    },
+    hostname: "127.0.0.1",
+    port: 0,
+    log: Deno.env.get("BENCH_LOG") ? createLogger("pds", { level: "error" }) : silentLogger,
+    hooks: { onAccountCreated: async (did) => void await initRepo(ctx!, did) },
+  });
+  ctx = pds.ctx;
+  try {
+    const accounts: Account[] = [];
+    for (let i = 0; i < ACCOUNTS; i += 10) {
+      accounts.push(
+        ...await Promise.all(
+          Array.from({ length: 10 }, (_, j) => createAccount(pds.url, `bench${i + j}.test`)),
+        ),
+      );
+    }
+    // Warm-up: one post per account (caches, JIT).
+    await Promise.all(accounts.map((a) => createPost(pds.url, a)));
+
+    // Throughput: one closed loop per account, from the client process.
+    const perAccount = THROUGHPUT_COMMITS / ACCOUNTS;
+    const cpu0 = process.cpuUsage();
+    const closed = await runClient({ mode: "closed", url: pds.url, accounts, perAccount });
+    const cpu = process.cpuUsage(cpu0);
+    for (const a of accounts) a.n += perAccount;
+    const throughput = THROUGHPUT_COMMITS / closed.seconds;
+    const cpuPerCommitMs = (cpu.user + cpu.system) / 1000 / THROUGHPUT_COMMITS;
+
+    // The same load straight into applyWrites (no HTTP, no client): the domain layer's share.
+    const repos = repoServiceFor(pds.ctx);
+    const directStart = performance.now();
+    await Promise.all(accounts.map(async (a) => {
+      for (let i = 0; i < perAccount; i++) {
+        await repos.applyWrites(a.did, [{
+          action: "create",
+          collection: COLLECTION_POST,
+          record: { text: `direct post ${a.n++}`, createdAt: new Date().toISOString() },
+        }]);
+      }
+    }));
+    const direct = THROUGHPUT_COMMITS / ((performance.now() - directStart) / 1000);
+
+    // Latency under an open-loop load at the budget rate, from the client process.
+    const open = await runClient({
+      mode: "open",
+      url: pds.url,
+      accounts,
+      rate: OPEN_LOOP_RATE,
+      seconds: OPEN_LOOP_SECONDS,
+    });
+    const latencies = open.latenciesMs;
+    const achieved = (OPEN_LOOP_RATE * OPEN_LOOP_SECONDS) / open.seconds;
+
+    return [
+      {
+        name: "pds createRecord throughput, 100 accounts (HTTP, 100 in flight)",
+        figure: throughput,
+        unit: "commits/s",
+        budget: ">= 1,000 commits/s",
+        pass: throughput >= THROUGHPUT_BUDGET,
+      },
+      {
+        name: "pds applyWrites throughput, 100 accounts (in process, no HTTP)",
+        figure: direct,
+        unit: "commits/s",
+        budget: "-",
+        pass: true,
+      },
+      {
+        name: "pds host CPU per createRecord (all threads, throughput run)",
+        figure: cpuPerCommitMs,
+        unit: "ms",
+        budget: "-",
+        pass: true,
+      },
+      {
+        name: `pds createRecord p50 at ${OPEN_LOOP_RATE}/s offered (HTTP)`,
+        figure: percentile(latencies, 50),
+        unit: "ms",
+        budget: "-",
+        pass: true,
+      },
+      {
+        name: `pds createRecord p99 at ${OPEN_LOOP_RATE}/s offered (HTTP)`,
+        figure: percentile(latencies, 99),
+        unit: "ms",
+        budget: "<= 25 ms",
+        pass: percentile(latencies, 99) <= P99_BUDGET_MS && achieved >= OPEN_LOOP_RATE * 0.95,
+      },
+    ];
+  } finally {
+    await pds.close();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+async function createAccount(url: string, handle: string): Promise<Account> {
+  const res = await fetch(`${url}/xrpc/com.atproto.server.createAccount`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ handle, password: "bench password 123" }),
+  });
+  if (res.status !== 200) {
+    throw new Error(`createAccount ${handle}: ${res.status} ${await res.text()}`);
+  }
+  const body = await res.json();
+  return { did: body.did, auth: `Bearer ${body.accessJwt}`, n: 0 };
+}
+
+async function createPost(url: string, a: Account): Promise<void> {
+  const res = await fetch(`${url}/xrpc/com.atproto.repo.createRecord`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: a.auth },
+    body: JSON.stringify({
+      repo: a.did,
+      collection: COLLECTION_POST,
+      record: { text: `bench post ${a.n++} from ${a.did}`, createdAt: new Date().toISOString() },
+    }),
+  });
+  if (res.status !== 200) throw new Error(`createRecord: ${res.status} ${await res.text()}`);
+  await res.body?.cancel();
+}
+
+/** Runs one job in the client process (`_commit_bench_client.ts`). */
+async function runClient(
+  job: Record<string, unknown>,
+): Promise<{ seconds: number; latenciesMs: number[] }> {
+  const url = new URL("./_commit_bench_client.ts", import.meta.url);
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      url.pathname,
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(JSON.stringify(job)));
+  await writer.close();
+  const out = await child.output();
+  if (!out.success) throw new Error(`commit bench client failed: ${out.code}`);
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}
+
+if (import.meta.main) {
+  for (const r of await benchCommits()) console.log(r);
+}
