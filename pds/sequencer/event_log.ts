@@ -1,0 +1,84 @@
+/**
+ * Raw reads of the stored commit events for the stream: the exact `#commit` body bytes by seq
+ * (no decoding, so replay and cross-process catch-up copy bytes only), the oldest kept seq,
+ * and the frame bytes `header + body` built from them.
+ *
+ * The storage layout is the sequencer's (`pds/sequencer/sequencer.ts`): an event's body is split
+ * into chunks under `seqEventChunkKey(seq, chunk)`, written in the commit's atomic operation.
+ *
+ * @module
+ */
+
+import { encodeCbor } from "../../shared/cbor.ts";
+import { seqEventChunkKey, seqEventPrefix, seqHeadKey } from "../store/keys.ts";
+
+/** A stored event as bytes: its seq and the DAG-CBOR `#commit` body. */
+export interface EventBody {
+  seq: number;
+  body: Uint8Array;
+}
+
+/** Encoded header of every commit frame: `{op: 1, t: "#commit"}` (encoded once). */
+export const COMMIT_FRAME_HEADER: Uint8Array = encodeCbor({ op: 1, t: "#commit" });
+
+/** The WebSocket message of a stored event: the commit header bytes then the body bytes. */
+export function commitFrame(body: Uint8Array): Uint8Array {
+  const out = new Uint8Array(COMMIT_FRAME_HEADER.length + body.length);
+  out.set(COMMIT_FRAME_HEADER, 0);
+  out.set(body, COMMIT_FRAME_HEADER.length);
+  return out;
+}
+
+/** The highest stored seq (0 when none). */
+export async function readHeadSeq(kv: Deno.Kv): Promise<number> {
+  return (await kv.get<number>(seqHeadKey())).value ?? 0;
+}
+
+/** The seq of the oldest kept event, or null when no event is stored. */
+export async function readOldestSeq(kv: Deno.Kv): Promise<number | null> {
+  for await (const entry of kv.list({ prefix: seqEventPrefix() }, { limit: 1 })) {
+    return entry.key[1] as number;
+  }
+  return null;
+}
+
+/** Reads at most `limit` stored event bodies with seq greater than `after`, in seq order. */
+export async function readEventBodies(
+  kv: Deno.Kv,
+  after: number,
+  limit: number,
+): Promise<EventBody[]> {
+  const out: EventBody[] = [];
+  let seq = -1;
+  let parts: Uint8Array[] = [];
+  const flush = () => {
+    if (seq >= 0) out.push({ seq, body: concat(parts) });
+  };
+  const iter = kv.list<Uint8Array>({
+    start: seqEventChunkKey(after + 1, 0),
+    end: [...seqEventPrefix(), Number.MAX_SAFE_INTEGER],
+  }, { batchSize: Math.min(500, limit + 1) });
+  for await (const entry of iter) {
+    const entrySeq = entry.key[1] as number;
+    if (entrySeq !== seq) {
+      flush();
+      if (out.length >= limit) return out;
+      seq = entrySeq;
+      parts = [];
+    }
+    parts.push(entry.value);
+  }
+  flush();
+  return out;
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let pos = 0;
+  for (const p of parts) {
+    out.set(p, pos);
+    pos += p.length;
+  }
+  return out;
+}

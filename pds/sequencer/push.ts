@@ -1,0 +1,217 @@
+/**
+ * Push ingest (spec 6.4; DESIGN.md section 4 "Push ingest"): after each commit made by this
+ * process, the account host POSTs it to `{APPVIEW_INTERNAL_URL}/internal/ingest-commit` with
+ * `Authorization: Bearer <APPVIEW_INGEST_SECRET>` and the JSON body
+ * `{did, handle, rev, commit, ops: [{action, collection, rkey, cid, record}]}` (records in lex
+ * JSON, taken from the event's CAR blocks).
+ *
+ * Best effort and off the write's latency path: the sequencer's listener only enqueues; lanes
+ * (by DID, so one repository's commits stay in order) send with a short timeout. A failure is
+ * logged once per outage (the first failure and the recovery), is never retried and never fails
+ * the write: the index still gets the commit from the local stream (spec 6.2 rule 5). When the
+ * queue is full the oldest waiting commit is dropped, for the same reason.
+ *
+ * @module
+ */
+
+import { readCar } from "../../shared/car.ts";
+import { decodeCbor } from "../../shared/cbor.ts";
+import { formatCid } from "../../shared/cid.ts";
+import { toLexJson } from "../../shared/lex_json.ts";
+import type { Logger } from "../../shared/log.ts";
+import { getAccount } from "../accounts/accounts.ts";
+import { type CommitEvent, type SequencedCommit, sequencerFor } from "./sequencer.ts";
+
+/** Path of the index's push endpoint. */
+export const INGEST_COMMIT_PATH = "/internal/ingest-commit";
+
+/** One op of a push body. */
+export interface PushOp {
+  action: "create" | "update" | "delete";
+  collection: string;
+  rkey: string;
+  /** Record CID string; null for deletes. */
+  cid: string | null;
+  /** The record in lex JSON; null for deletes. */
+  record: unknown;
+}
+
+/** The push body (DESIGN.md section 4). */
+export interface PushBody {
+  did: string;
+  handle: string | null;
+  rev: string;
+  commit: string;
+  ops: PushOp[];
+}
+
+/** Options of {@link PushService}. */
+export interface PushOptions {
+  kv: Deno.Kv;
+  log: Logger;
+  /** Origin of the index (`APPVIEW_INTERNAL_URL`). */
+  targetUrl: string;
+  /** `APPVIEW_INGEST_SECRET`; null sends no Authorization header. */
+  secret: string | null;
+  /** Per-request timeout (default 2,000 ms). */
+  timeoutMs?: number;
+  /** Parallel lanes (default 4); a DID always uses the same lane. */
+  lanes?: number;
+  /** Most commits waiting per lane (default 2,500). */
+  maxQueuePerLane?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 2000;
+const DEFAULT_LANES = 4;
+const DEFAULT_MAX_QUEUE = 2500;
+
+/** Builds the push body of a committed event (records decoded from its CAR blocks). */
+export function pushBodyOf(event: CommitEvent, handle: string | null): PushBody {
+  const blocks = event.ops.some((op) => op.cid !== null) ? readCar(event.blocks).blocks : null;
+  const ops = event.ops.map((op): PushOp => {
+    const slash = op.path.indexOf("/");
+    const collection = op.path.slice(0, slash);
+    const rkey = op.path.slice(slash + 1);
+    if (op.cid === null) return { action: op.action, collection, rkey, cid: null, record: null };
+    const cid = formatCid(op.cid);
+    const bytes = blocks?.get(cid);
+    if (!bytes) throw new Error(`Commit ${formatCid(event.commit)} lacks the block of ${cid}`);
+    return { action: op.action, collection, rkey, cid, record: toLexJson(decodeCbor(bytes)) };
+  });
+  return { did: event.repo, handle, rev: event.rev, commit: formatCid(event.commit), ops };
+}
+
+/** Pushes this process's commits to the index; {@link start} it, then {@link close} it. */
+export class PushService {
+  readonly #kv: Deno.Kv;
+  readonly #log: Logger;
+  readonly #url: string;
+  readonly #headers: Record<string, string>;
+  readonly #timeoutMs: number;
+  readonly #maxQueue: number;
+  readonly #lanes: SequencedCommit[][];
+  readonly #running: (Promise<void> | null)[];
+  readonly #abort = new AbortController();
+  #unsubscribe: (() => void) | null = null;
+  #closed = false;
+  /** True between a failed push and the next successful one. */
+  #down = false;
+  #failedSinceDown = 0;
+  #dropped = 0;
+  #pushed = 0;
+
+  constructor(opts: PushOptions) {
+    this.#kv = opts.kv;
+    this.#log = opts.log;
+    this.#url = opts.targetUrl.replace(/\/+$/, "") + INGEST_COMMIT_PATH;
+    this.#headers = { "content-type": "application/json" };
+    if (opts.secret !== null) this.#headers.authorization = `Bearer ${opts.secret}`;
+    this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#maxQueue = opts.maxQueuePerLane ?? DEFAULT_MAX_QUEUE;
+    const lanes = opts.lanes ?? DEFAULT_LANES;
+    this.#lanes = Array.from({ length: lanes }, () => []);
+    this.#running = Array.from({ length: lanes }, () => null);
+  }
+
+  /** Number of commits pushed successfully. */
+  get pushed(): number {
+    return this.#pushed;
+  }
+
+  /** Listens to this process's commits. */
+  start(): void {
+    this.#unsubscribe ??= sequencerFor(this.#kv).onCommit((c) => this.enqueue(c));
+  }
+
+  /** Queues a committed event for pushing (never throws, never waits). */
+  enqueue(commit: SequencedCommit): void {
+    if (this.#closed) return;
+    const i = laneOf(commit.event.repo, this.#lanes.length);
+    const lane = this.#lanes[i];
+    if (lane.length >= this.#maxQueue) {
+      lane.shift();
+      if (this.#dropped++ === 0) {
+        this.#log.warn("push queue to the index is full: dropping the oldest commits", {
+          url: this.#url,
+        });
+      }
+    }
+    lane.push(commit);
+    this.#running[i] ??= this.#runLane(i);
+  }
+
+  /** Resolves when every queued commit has been attempted. */
+  async flush(): Promise<void> {
+    while (this.#running.some((r) => r !== null)) {
+      await Promise.all(this.#running);
+    }
+  }
+
+  /** Stops listening, aborts requests in flight and drops what is queued. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = null;
+    for (const lane of this.#lanes) lane.length = 0;
+    this.#abort.abort();
+    await Promise.all(this.#running);
+  }
+
+  async #runLane(i: number): Promise<void> {
+    const lane = this.#lanes[i];
+    try {
+      while (lane.length > 0 && !this.#closed) {
+        const commit = lane.shift()!;
+        await this.#push(commit);
+      }
+    } finally {
+      this.#running[i] = null;
+    }
+  }
+
+  async #push(commit: SequencedCommit): Promise<void> {
+    let problem: string;
+    try {
+      const handle = (await getAccount(this.#kv, commit.event.repo))?.handle ?? null;
+      const body = JSON.stringify(pushBodyOf(commit.event, handle));
+      const res = await fetch(this.#url, {
+        method: "POST",
+        headers: this.#headers,
+        body,
+        signal: AbortSignal.any([this.#abort.signal, AbortSignal.timeout(this.#timeoutMs)]),
+      });
+      await res.body?.cancel();
+      if (res.ok) {
+        this.#pushed++;
+        if (this.#down) {
+          this.#down = false;
+          this.#log.info("push to the index recovered", {
+            url: this.#url,
+            failedCommits: this.#failedSinceDown,
+          });
+        }
+        return;
+      }
+      problem = `HTTP ${res.status}`;
+    } catch (err) {
+      if (this.#closed) return;
+      problem = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    }
+    if (!this.#down) {
+      this.#down = true;
+      this.#failedSinceDown = 0;
+      this.#log.warn("push to the index failed; the local stream still delivers commits", {
+        url: this.#url,
+        seq: commit.seq,
+        error: problem,
+      });
+    }
+    this.#failedSinceDown++;
+  }
+}
+
+function laneOf(did: string, lanes: number): number {
+  let h = 0;
+  for (let i = 0; i < did.length; i++) h = (h * 31 + did.charCodeAt(i)) | 0;
+  return (h >>> 0) % lanes;
+}

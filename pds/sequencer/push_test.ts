@@ -1,0 +1,149 @@
+// Push of every commit to the index's `/internal/ingest-commit` (spec 5.3 APPVIEW_INGEST_SECRET,
+// 6.2 rule 5, 6.4; DESIGN.md section 4 "Push ingest"), against a real HTTP server as the index.
+
+import assert from "node:assert/strict";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { opsFromPush } from "../../shared/ops.ts";
+import { serveOnPort0, waitFor } from "../../tests/_util.ts";
+import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import { readHeadSeq } from "./event_log.ts";
+import { streamServicesFor } from "./services.ts";
+import { writePosts } from "./_stream_test_util.ts";
+
+const SECRET = "ingest-secret-for-tests";
+
+interface Received {
+  method: string;
+  path: string;
+  auth: string | null;
+  contentType: string | null;
+  body: Record<string, unknown>;
+}
+
+function fakeIndex(status: () => number = () => 200) {
+  const received: Received[] = [];
+  const server = serveOnPort0(async (req) => {
+    received.push({
+      method: req.method,
+      path: new URL(req.url).pathname,
+      auth: req.headers.get("authorization"),
+      contentType: req.headers.get("content-type"),
+      body: await req.json(),
+    });
+    return Response.json({}, { status: status() });
+  });
+  return { server, received };
+}
+
+function warnings(lines: string[], msg: string): Record<string, unknown>[] {
+  return lines.map((l) => JSON.parse(l)).filter((l) => l.msg === msg);
+}
+
+const FAILED = "push to the index failed; the local stream still delivers commits";
+const RECOVERED = "push to the index recovered";
+
+Deno.test("every commit is pushed to the index with the secret and the DESIGN.md section 4 body", async () => {
+  const index = fakeIndex();
+  await using _index = index.server;
+  await using s = await startTestServer({
+    env: { APPVIEW_INTERNAL_URL: index.server.url, APPVIEW_INGEST_SECRET: SECRET },
+  });
+  const w = await signUp(s.url, "pushed.test");
+  const written = await writePosts(s.url, [w], 20, { prefix: "pushed" });
+  const [first] = written.values();
+  const rkey = first.uri.split("/").at(-1)!;
+  const del = await xrpcPost(s.url, "com.atproto.repo.deleteRecord", {
+    repo: w.did,
+    collection: COLLECTION_POST,
+    rkey,
+  }, { authorization: `Bearer ${w.accessJwt}` });
+  assert.equal(del.status, 200);
+  const deleted = (await del.json()).commit;
+  const head = await readHeadSeq(s.ctx.kv);
+  assert.equal(head, 22); // the initial commit, 20 creates, 1 delete
+  await waitFor(() => index.received.length === head, { message: "every commit pushed" });
+
+  for (const r of index.received) {
+    assert.equal(r.method, "POST");
+    assert.equal(r.path, "/internal/ingest-commit");
+    assert.equal(r.auth, `Bearer ${SECRET}`);
+    assert.equal(r.contentType, "application/json");
+    assert.equal(r.body.did, w.did);
+    assert.equal(r.body.handle, "pushed.test");
+    assert.ok(opsFromPush(r.body).length >= 1); // the index's own strict decoder accepts it
+  }
+  // One repository's commits arrive in commit order.
+  const revs = index.received.map((r) => r.body.rev as string);
+  assert.deepEqual(revs, [...revs].sort());
+  assert.deepEqual(index.received[0].body.ops, []);
+
+  const byCommit = new Map(index.received.map((r) => [r.body.commit as string, r.body]));
+  for (const rec of written.values()) {
+    const body = byCommit.get(rec.commitCid);
+    assert.ok(body, `push of ${rec.uri}`);
+    assert.equal(body.rev, rec.rev);
+    const [op] = body.ops as Record<string, unknown>[];
+    const record = op.record as Record<string, unknown>;
+    assert.deepEqual(op, {
+      action: "create",
+      collection: COLLECTION_POST,
+      rkey: rec.uri.split("/").at(-1),
+      cid: rec.cid,
+      record: { $type: COLLECTION_POST, text: rec.text, createdAt: record.createdAt },
+    });
+  }
+  assert.deepEqual(byCommit.get(deleted.cid)?.ops, [
+    { action: "delete", collection: COLLECTION_POST, rkey, cid: null, record: null },
+  ]);
+});
+
+Deno.test("with the index answering errors, writes succeed, the failure is logged once and the recovery once", async () => {
+  let status = 503;
+  const index = fakeIndex(() => status);
+  await using _index = index.server;
+  await using s = await startTestServer({
+    env: { APPVIEW_INTERNAL_URL: index.server.url, APPVIEW_INGEST_SECRET: SECRET },
+  });
+  const w = await signUp(s.url, "outage.test");
+  const written = await writePosts(s.url, [w], 10, { prefix: "during outage" });
+  assert.equal(written.size, 10);
+  const push = streamServicesFor(s.ctx)!.push!;
+  await waitFor(() => index.received.length === 11, { message: "11 attempts" });
+  await push.flush();
+  const failed = warnings(s.lines, FAILED);
+  assert.equal(failed.length, 1);
+  assert.equal(failed[0].level, "warn");
+  assert.equal(failed[0].error, "HTTP 503");
+  assert.equal(failed[0].url, `${index.server.url}/internal/ingest-commit`);
+  assert.ok(!s.lines.some((l) => l.includes(SECRET)), "the secret is never logged");
+
+  status = 200;
+  await writePosts(s.url, [w], 2, { prefix: "after outage" });
+  await waitFor(() => index.received.length === 13, { message: "13 attempts" });
+  await push.flush();
+  assert.equal(warnings(s.lines, FAILED).length, 1);
+  const recovered = warnings(s.lines, RECOVERED);
+  assert.equal(recovered.length, 1);
+  assert.equal(recovered[0].failedCommits, 11);
+  assert.equal(push.pushed, 2);
+});
+
+Deno.test("with the index down (connection refused), writes succeed and the failure is logged once", async () => {
+  const gone = serveOnPort0(() => new Response());
+  const url = gone.url;
+  await gone.close();
+  await using s = await startTestServer({
+    env: { APPVIEW_INTERNAL_URL: url, APPVIEW_INGEST_SECRET: SECRET },
+  });
+  const w = await signUp(s.url, "refused.test");
+  const written = await writePosts(s.url, [w], 10, { prefix: "refused" });
+  assert.equal(written.size, 10);
+  await streamServicesFor(s.ctx)!.push!.flush();
+  assert.equal(warnings(s.lines, FAILED).length, 1);
+  assert.equal(warnings(s.lines, RECOVERED).length, 0);
+});
+
+Deno.test("APPVIEW_INTERNAL_URL=off disables the push", async () => {
+  await using s = await startTestServer({ env: { APPVIEW_INTERNAL_URL: "off" } });
+  assert.equal(streamServicesFor(s.ctx)!.push, null);
+});

@@ -1,0 +1,133 @@
+/**
+ * Event retention (`PDS_EVENT_RETENTION_DAYS`): stored stream events older than the window are
+ * deleted, oldest first. The seq head is never touched, so seqs stay gapless going forward; a
+ * consumer whose cursor falls before the oldest kept event gets `#info OutdatedCursor` and the
+ * replay from the oldest (see `stream.ts`).
+ *
+ * Event times are in the stored bodies; as seq order is commit order, the cut-off seq is found by
+ * binary search over the kept range (a few reads), then the older chunks are deleted in batches.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../shared/log.ts";
+import { seqEventChunkKey, seqEventPrefix } from "../store/keys.ts";
+import { readEventBodies, readHeadSeq, readOldestSeq } from "./event_log.ts";
+import { decodeEvent } from "./sequencer.ts";
+
+/** How often the retention worker runs by default (one hour). */
+export const DEFAULT_PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+/** Keys deleted per atomic operation (Deno KV allows 1,000 mutations). */
+const DELETE_BATCH = 500;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** Deletes stored events whose time is before `now - retentionDays`; returns how many. */
+export async function pruneEvents(
+  kv: Deno.Kv,
+  opts: { retentionDays: number; now: number },
+): Promise<number> {
+  const cutoff = opts.now - opts.retentionDays * DAY_MS;
+  const oldest = await readOldestSeq(kv);
+  if (oldest === null) return 0;
+  const head = await readHeadSeq(kv);
+  // Find the first kept seq: the smallest seq whose event time is at or after the cut-off.
+  let lo = oldest;
+  let hi = head + 1;
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    const time = await eventTimeAtOrAfter(kv, mid);
+    if (time === null || time >= cutoff) hi = mid;
+    else lo = mid + 1;
+  }
+  if (lo <= oldest) return 0;
+  return await deleteEventsBefore(kv, lo);
+}
+
+/** Time (ms) of the first stored event with seq >= `seq`, or null when there is none. */
+async function eventTimeAtOrAfter(kv: Deno.Kv, seq: number): Promise<number | null> {
+  const [e] = await readEventBodies(kv, seq - 1, 1);
+  if (!e) return null;
+  const time = Date.parse(decodeEvent(e.body).time);
+  return Number.isNaN(time) ? null : time;
+}
+
+async function deleteEventsBefore(kv: Deno.Kv, seq: number): Promise<number> {
+  const events = new Set<number>();
+  let keys: Deno.KvKey[] = [];
+  const flush = async () => {
+    const op = kv.atomic();
+    for (const key of keys) op.delete(key);
+    await op.commit();
+    keys = [];
+  };
+  const iter = kv.list({ start: seqEventPrefix(), end: seqEventChunkKey(seq, 0) });
+  for await (const entry of iter) {
+    keys.push(entry.key);
+    events.add(entry.key[1] as number);
+    if (keys.length >= DELETE_BATCH) await flush();
+  }
+  if (keys.length > 0) await flush();
+  return events.size;
+}
+
+/** Runs {@link pruneEvents} at start and then every `intervalMs`. */
+export class RetentionWorker {
+  readonly #kv: Deno.Kv;
+  readonly #log: Logger;
+  readonly #retentionDays: number;
+  readonly #now: () => number;
+  readonly #intervalMs: number;
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #running: Promise<void> | null = null;
+
+  constructor(opts: {
+    kv: Deno.Kv;
+    log: Logger;
+    retentionDays: number;
+    now: () => number;
+    intervalMs?: number;
+  }) {
+    this.#kv = opts.kv;
+    this.#log = opts.log;
+    this.#retentionDays = opts.retentionDays;
+    this.#now = opts.now;
+    this.#intervalMs = opts.intervalMs ?? DEFAULT_PRUNE_INTERVAL_MS;
+  }
+
+  /** Starts the periodic pruning (the first run right away). */
+  start(): void {
+    if (this.#timer !== null) return;
+    this.#timer = setInterval(() => this.runOnce(), this.#intervalMs);
+    this.runOnce();
+  }
+
+  /** Prunes once now (skipped when a run is in progress); failures are logged. */
+  runOnce(): Promise<void> {
+    this.#running ??= (async () => {
+      try {
+        const deleted = await pruneEvents(this.#kv, {
+          retentionDays: this.#retentionDays,
+          now: this.#now(),
+        });
+        if (deleted > 0) {
+          this.#log.info("pruned old stream events", {
+            deleted,
+            retentionDays: this.#retentionDays,
+          });
+        }
+      } catch (err) {
+        this.#log.warn("pruning stream events failed", { error: err });
+      } finally {
+        this.#running = null;
+      }
+    })();
+    return this.#running;
+  }
+
+  /** Stops the timer and waits for a run in progress. */
+  async close(): Promise<void> {
+    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#timer = null;
+    await this.#running;
+  }
+}

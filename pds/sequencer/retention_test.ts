@@ -1,0 +1,85 @@
+// Event retention (PDS_EVENT_RETENTION_DAYS) and cursors older than the oldest kept event
+// (spec 6.1 rule 5; reference atproto.md 6.3).
+
+import assert from "node:assert/strict";
+import { waitFor } from "../../tests/_util.ts";
+import { signUp, startTestServer, testClock } from "../_test_helpers.ts";
+import { readHeadSeq, readOldestSeq } from "./event_log.ts";
+import { pruneEvents } from "./retention.ts";
+import { streamServicesFor } from "./services.ts";
+import { StreamClient } from "./_stream_test_util.ts";
+import { applyWrites } from "../repo/service.ts";
+import type { PdsContext } from "../context.ts";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** Writes `n` posts in-process (the clock moves past access-token lifetimes here). */
+async function writePosts(ctx: PdsContext, did: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await applyWrites(ctx, did, [{
+      action: "create",
+      collection: COLLECTION_POST,
+      record: { text: `post ${i}`, createdAt: new Date(ctx.now()).toISOString() },
+    }]);
+  }
+}
+
+Deno.test("events older than the retention window are pruned; an older cursor gets OutdatedCursor then the replay from the oldest kept event", async () => {
+  const clock = testClock();
+  await using s = await startTestServer({
+    env: { PDS_EVENT_RETENTION_DAYS: "1" },
+    now: clock.now,
+  });
+  const w = await signUp(s.url, "retained.test");
+  await writePosts(s.ctx, w.did, 4); // seqs 1-5
+  clock.advance(2 * DAY_MS);
+  await writePosts(s.ctx, w.did, 3); // seqs 6-8
+  await streamServicesFor(s.ctx)!.retention.runOnce();
+  assert.equal(await readOldestSeq(s.ctx.kv), 6);
+  assert.equal(await readHeadSeq(s.ctx.kv), 8);
+  assert.equal(await pruneEvents(s.ctx.kv, { retentionDays: 1, now: clock.now() }), 0);
+  assert.ok(s.lines.some((l) => JSON.parse(l).msg === "pruned old stream events"));
+
+  const outdated = await StreamClient.connect(s.url, 2);
+  await outdated.waitForSeq(8);
+  assert.deepEqual(outdated.frames[0].header, { op: 1, t: "#info" });
+  assert.deepEqual(outdated.frames[0].body, {
+    name: "OutdatedCursor",
+    message: "Cursor 2 is older than the oldest kept event 6: replaying from there",
+  });
+  assert.deepEqual(outdated.commitSeqs, [6, 7, 8]);
+  assert.equal(outdated.frames.length, 4);
+
+  for (const cursor of [0, 5]) {
+    const client = await StreamClient.connect(s.url, cursor);
+    await client.waitForSeq(8);
+    assert.deepEqual(client.frames.map((f) => f.header.t), ["#commit", "#commit", "#commit"]);
+    assert.deepEqual(client.commitSeqs, [6, 7, 8]);
+    await client.close();
+  }
+  await outdated.close();
+});
+
+Deno.test("when every event has aged out, the head stays, the next commit takes the next seq and an old cursor gets OutdatedCursor", async () => {
+  const clock = testClock();
+  await using s = await startTestServer({
+    env: { PDS_EVENT_RETENTION_DAYS: "1" },
+    now: clock.now,
+  });
+  const w = await signUp(s.url, "aged.test");
+  await writePosts(s.ctx, w.did, 2); // seqs 1-3
+  clock.advance(2 * DAY_MS);
+  assert.equal(await pruneEvents(s.ctx.kv, { retentionDays: 1, now: clock.now() }), 3);
+  assert.equal(await readOldestSeq(s.ctx.kv), null);
+  assert.equal(await readHeadSeq(s.ctx.kv), 3);
+
+  const client = await StreamClient.connect(s.url, 1);
+  await waitFor(() => client.frames.length === 1);
+  assert.equal(client.frames[0].body.name, "OutdatedCursor");
+  await waitFor(() => streamServicesFor(s.ctx)!.broadcaster.subscriberCount === 1);
+  await writePosts(s.ctx, w.did, 1);
+  await client.waitForSeq(4);
+  assert.deepEqual(client.commitSeqs, [4]);
+  await client.close();
+});

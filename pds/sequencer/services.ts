@@ -1,0 +1,89 @@
+/**
+ * The running parts of the commit stream of one account host context: the live broadcaster,
+ * the subscribeRepos connections, the push to the index and the event retention worker.
+ * `startPds` starts them with {@link startStreamServices} and closes them on shutdown; the
+ * subscribeRepos route finds them with {@link streamServicesFor}.
+ *
+ * @module
+ */
+
+import type { PdsContext } from "../context.ts";
+import { Broadcaster } from "./broadcast.ts";
+import { PushService } from "./push.ts";
+import { RetentionWorker } from "./retention.ts";
+import { StreamHub, type StreamLimits } from "./stream.ts";
+
+/** The stream components of a context. */
+export interface StreamServices {
+  broadcaster: Broadcaster;
+  hub: StreamHub;
+  /** Null when push is disabled (`APPVIEW_INTERNAL_URL=off`). */
+  push: PushService | null;
+  retention: RetentionWorker;
+  /** Closes the connections, then stops the broadcast, the push and the retention worker. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startStreamServices}. */
+export interface StreamServicesOptions {
+  /** Per-connection bounds (defaults: `DEFAULT_STREAM_LIMITS`). */
+  limits?: Partial<StreamLimits>;
+  /** Interval of the cross-process seq head poll (default 25 ms). */
+  pollMs?: number;
+  /** Interval of event pruning (default one hour). */
+  pruneIntervalMs?: number;
+}
+
+const running = new WeakMap<PdsContext, StreamServices>();
+
+/** The started stream services of `ctx`, or null when none were started. */
+export function streamServicesFor(ctx: PdsContext): StreamServices | null {
+  return running.get(ctx) ?? null;
+}
+
+/** Starts the stream services of `ctx` (once; a second call returns the running ones). */
+export async function startStreamServices(
+  ctx: PdsContext,
+  opts: StreamServicesOptions = {},
+): Promise<StreamServices> {
+  const existing = running.get(ctx);
+  if (existing) return existing;
+  const log = ctx.log.child("stream");
+  const broadcaster = new Broadcaster(ctx.kv, { log, pollMs: opts.pollMs });
+  const hub = new StreamHub({ kv: ctx.kv, broadcaster, log, limits: opts.limits });
+  const push = ctx.config.appviewInternalUrl === null ? null : new PushService({
+    kv: ctx.kv,
+    log: ctx.log.child("push"),
+    targetUrl: ctx.config.appviewInternalUrl,
+    secret: ctx.config.ingestSecret,
+  });
+  const retention = new RetentionWorker({
+    kv: ctx.kv,
+    log,
+    retentionDays: ctx.config.eventRetentionDays,
+    now: () => ctx.now(),
+    intervalMs: opts.pruneIntervalMs,
+  });
+  let closing: Promise<void> | null = null;
+  const services: StreamServices = {
+    broadcaster,
+    hub,
+    push,
+    retention,
+    close() {
+      closing ??= (async () => {
+        running.delete(ctx);
+        await hub.close();
+        broadcaster.close();
+        await push?.close();
+        await retention.close();
+      })();
+      return closing;
+    },
+  };
+  running.set(ctx, services);
+  push?.start();
+  await broadcaster.start();
+  retention.start();
+  return services;
+}

@@ -1,0 +1,155 @@
+// com.atproto.sync.subscribeRepos over real WebSockets against a real account host (spec 6.1
+// rules 3-6; reference atproto.md section 6; DESIGN.md section 4 "Event stream").
+
+import assert from "node:assert/strict";
+import { readCar } from "../../shared/car.ts";
+import { decodeCbor } from "../../shared/cbor.ts";
+import { type CID, formatCid } from "../../shared/cid.ts";
+import { decodeFrame } from "../../shared/frame.ts";
+import { signUp, startTestServer, type TestServer } from "../_test_helpers.ts";
+import { readHeadSeq } from "./event_log.ts";
+import { streamServicesFor } from "./services.ts";
+import { StreamClient, subscribeUrl, writePosts, type Writer } from "./_stream_test_util.ts";
+import { waitFor } from "../../tests/_util.ts";
+
+async function signUpWriters(s: TestServer, n: number, prefix: string): Promise<Writer[]> {
+  const out: Writer[] = [];
+  for (let i = 0; i < n; i++) out.push(await signUp(s.url, `${prefix}-writer${i}.test`));
+  return out;
+}
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+}
+
+Deno.test("three subscribers (cursor 0, a middle cursor, live) each get every seq once, in order, while 20 writers make 2,000 commits (spec 6.1 rules 3-4)", async () => {
+  await using s = await startTestServer();
+  const writers = await signUpWriters(s, 20, "w");
+  const before = await writePosts(s.url, writers, 100, { prefix: "before" });
+  const mid = Math.floor((await readHeadSeq(s.ctx.kv)) / 2);
+  const all = await StreamClient.connect(s.url, 0);
+  const middle = await StreamClient.connect(s.url, mid);
+  const live = await StreamClient.connect(s.url);
+  const services = streamServicesFor(s.ctx)!;
+  await waitFor(() => services.broadcaster.subscriberCount === 3, { message: "3 subscribers" });
+  const liveStart = await readHeadSeq(s.ctx.kv);
+
+  const during = await writePosts(s.url, writers, 2000, { prefix: "during" });
+  const head = await readHeadSeq(s.ctx.kv);
+  assert.equal(head, liveStart + 2000);
+  await Promise.all([all, middle, live].map((c) => c.waitForSeq(head)));
+
+  for (const c of [all, middle, live]) {
+    assert.deepEqual(c.decodeErrors, []);
+    assert.equal(c.closeCode, null);
+    for (const f of c.frames) assert.deepEqual(f.header, { op: 1, t: "#commit" });
+  }
+  assert.deepEqual(all.commitSeqs, range(1, head));
+  assert.deepEqual(middle.commitSeqs, range(mid + 1, head));
+  assert.deepEqual(live.commitSeqs, range(liveStart + 1, head));
+  // The same bytes for the same seq, whichever way (replay or live) they were delivered.
+  for (let i = 0; i < middle.raw.length; i++) {
+    assert.deepEqual(middle.raw[i], all.raw[mid + i]);
+  }
+  for (let i = 0; i < live.raw.length; i++) {
+    assert.deepEqual(live.raw[i], all.raw[liveStart + i]);
+  }
+
+  // Every blocks CAR holds its commit; its ops name exactly the records written, once each.
+  const written = new Map([...before, ...during]);
+  const seen = new Set<string>();
+  const dids = new Set(writers.map((w) => w.did));
+  for (const { body } of all.frames) {
+    const car = readCar(body.blocks as Uint8Array);
+    const commitCid = formatCid(body.commit as CID);
+    assert.equal(formatCid(car.roots[0]), commitCid);
+    const commitBytes = car.blocks.get(commitCid);
+    assert.ok(commitBytes, `commit block of seq ${body.seq}`);
+    const commit = decodeCbor(commitBytes) as Record<string, unknown>;
+    assert.equal(commit.did, body.repo);
+    assert.equal(commit.rev, body.rev);
+    assert.equal(commit.version, 3);
+    assert.ok(dids.has(body.repo as string));
+    for (const op of body.ops as { action: string; path: string; cid: CID | null }[]) {
+      const uri = `at://${body.repo}/${op.path}`;
+      const w = written.get(uri);
+      assert.ok(w, `op ${uri} was written`);
+      assert.equal(op.action, "create");
+      assert.equal(formatCid(op.cid!), w.cid);
+      const record = decodeCbor(car.blocks.get(w.cid)!) as Record<string, unknown>;
+      assert.equal(record.text, w.text);
+      assert.equal(commitCid, w.commitCid);
+      assert.ok(!seen.has(uri), `${uri} appears once`);
+      seen.add(uri);
+    }
+  }
+  assert.equal(seen.size, written.size);
+  await Promise.all([all, middle, live].map((c) => c.close()));
+});
+
+Deno.test("subscribeRepos with a cursor beyond the head sends FutureCursor and closes (reference 6.3)", async () => {
+  await using s = await startTestServer();
+  await signUp(s.url, "future.test");
+  const head = await readHeadSeq(s.ctx.kv);
+  const client = await StreamClient.connect(s.url, head + 5);
+  await client.closed;
+  assert.equal(client.frames.length, 1);
+  assert.deepEqual(client.frames[0].header, { op: -1 });
+  assert.deepEqual(client.frames[0].body, {
+    error: "FutureCursor",
+    message: `Cursor ${head + 5} is beyond the latest seq ${head}`,
+  });
+  assert.equal(client.closeCode, 1008);
+  assert.equal(client.closeReason, "FutureCursor");
+});
+
+Deno.test("subscribeRepos with the cursor at the head is live from the next commit", async () => {
+  await using s = await startTestServer();
+  const w = await signUp(s.url, "athead.test");
+  const head = await readHeadSeq(s.ctx.kv);
+  const client = await StreamClient.connect(s.url, head);
+  await waitFor(() => streamServicesFor(s.ctx)!.broadcaster.subscriberCount === 1);
+  await writePosts(s.url, [w], 3);
+  await client.waitForSeq(head + 3);
+  assert.deepEqual(client.commitSeqs, [head + 1, head + 2, head + 3]);
+  await client.close();
+});
+
+Deno.test("subscribeRepos rejects an invalid cursor with 400 before the upgrade", async () => {
+  await using s = await startTestServer();
+  for (const cursor of ["abc", "-1", "1.5", "1e3", "99999999999999999"]) {
+    const url = subscribeUrl(s.url).replace(/^ws/, "http") + `?cursor=${cursor}`;
+    const res = await fetch(url, { headers: { upgrade: "websocket" } });
+    assert.equal(res.status, 400, cursor);
+    assert.deepEqual(await res.json(), {
+      error: "InvalidRequest",
+      message: `Invalid cursor: ${JSON.stringify(cursor)}`,
+    });
+  }
+});
+
+Deno.test("subscribeRepos without an Upgrade header answers 426", async () => {
+  await using s = await startTestServer();
+  const res = await fetch(subscribeUrl(s.url).replace(/^ws/, "http"));
+  assert.equal(res.status, 426);
+  assert.equal((await res.json()).error, "UpgradeRequired");
+});
+
+Deno.test("each live frame is encoded once and the same bytes reach every subscriber", async () => {
+  await using s = await startTestServer();
+  const w = await signUp(s.url, "once.test");
+  const services = streamServicesFor(s.ctx)!;
+  const clients = await Promise.all(Array.from({ length: 5 }, () => StreamClient.connect(s.url)));
+  await waitFor(() => services.broadcaster.subscriberCount === 5);
+  const encodedBefore = services.broadcaster.framesEncoded;
+  const head = await readHeadSeq(s.ctx.kv);
+  await writePosts(s.url, [w], 10);
+  await Promise.all(clients.map((c) => c.waitForSeq(head + 10)));
+  assert.equal(services.broadcaster.framesEncoded - encodedBefore, 10);
+  for (const c of clients) {
+    assert.deepEqual(c.commitSeqs, range(head + 1, head + 10));
+    assert.deepEqual(c.raw, clients[0].raw);
+    assert.equal(decodeFrame(c.raw[0]).body.seq, head + 1);
+  }
+  await Promise.all(clients.map((c) => c.close()));
+});

@@ -1,0 +1,149 @@
+/**
+ * End to end with the real account host (spec 6.1, 6.2): commits written through its XRPC API
+ * reach the index through its `subscribeRepos` stream, with and without the push; an index fed
+ * by push and stream ends with the same rows as one fed by the stream alone.
+ */
+
+import assert from "node:assert/strict";
+import { loadAppviewConfig } from "../appview/config.ts";
+import { dumpTables } from "../appview/db/_testing.ts";
+import { CURSOR_LOCAL_SEQ, readCursor } from "../appview/db/state.ts";
+import { captureLogger, FIXED_NOW, openTestContext } from "../appview/ingest/_stream_testing.ts";
+import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
+import { startAppview } from "../appview/server.ts";
+import { signUp, startTestServer, xrpcPost } from "../pds/_test_helpers.ts";
+import {
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_POST,
+  COLLECTION_REPOST,
+} from "../shared/nsid.ts";
+import { makeTempDir, waitFor } from "./_util.ts";
+
+const FAST = { backoff: { initialMs: 5, maxMs: 50 } };
+const SECRET = "e2e-ingest-secret";
+const NOW = "2024-05-01T12:00:00.000Z";
+
+type Session = { did: string; accessJwt: string };
+
+async function createRecord(
+  url: string,
+  who: Session,
+  collection: string,
+  record: Record<string, unknown>,
+): Promise<{ uri: string; cid: string }> {
+  const res = await xrpcPost(url, "com.atproto.repo.createRecord", {
+    repo: who.did,
+    collection,
+    record: { $type: collection, createdAt: NOW, ...record },
+  }, { authorization: `Bearer ${who.accessJwt}` });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body;
+}
+
+async function deleteRecord(url: string, who: Session, uri: string): Promise<void> {
+  const [, , , collection, rkey] = uri.split("/");
+  const res = await xrpcPost(url, "com.atproto.repo.deleteRecord", {
+    repo: who.did,
+    collection,
+    rkey,
+  }, { authorization: `Bearer ${who.accessJwt}` });
+  assert.equal(res.status, 200, await res.text());
+}
+
+/** Writes a small social history and returns the number of commits made. */
+async function writeHistory(url: string): Promise<{ commits: number; alice: string }> {
+  const alice = await signUp(url, "alice.test");
+  const bob = await signUp(url, "bob.test");
+  const posts = [];
+  for (let i = 0; i < 10; i++) {
+    posts.push(
+      await createRecord(url, i % 2 ? bob : alice, COLLECTION_POST, { text: `post ${i}` }),
+    );
+  }
+  const ref = { uri: posts[0].uri, cid: posts[0].cid };
+  await createRecord(url, bob, COLLECTION_LIKE, { subject: ref });
+  const repost = await createRecord(url, bob, COLLECTION_REPOST, { subject: ref });
+  await createRecord(url, bob, COLLECTION_FOLLOW, { subject: alice.did });
+  await createRecord(url, bob, COLLECTION_POST, {
+    text: "a reply",
+    reply: { root: ref, parent: ref },
+  });
+  await deleteRecord(url, bob, repost.uri);
+  return { commits: 15, alice: alice.did };
+}
+
+Deno.test("commits written on the real account host reach the index through subscribeRepos with the push target down", async () => {
+  await using pds = await startTestServer(); // APPVIEW_INTERNAL_URL=off: no push at all
+  using ctx = openTestContext();
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: `${pds.url.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`,
+    ...FAST,
+  });
+  consumer.start();
+  const { alice } = await writeHistory(pds.url);
+  await waitFor(() => ctx.db.prepare("SELECT count(*) AS n FROM posts").get()?.n === 11, {
+    timeoutMs: 10_000,
+  });
+  await waitFor(() => ctx.db.prepare("SELECT count(*) AS n FROM reposts").get()?.n === 0);
+  const first = ctx.db.prepare(
+    "SELECT like_count, repost_count FROM posts WHERE did = ? AND text = 'post 0'",
+  ).get(alice);
+  assert.deepEqual({ ...first }, { like_count: 1, repost_count: 0 });
+  const kinds = ctx.db.prepare(
+    "SELECT kind FROM notifications WHERE recipient_did = ? ORDER BY kind",
+  ).all(alice).map((r) => r.kind);
+  assert.deepEqual(kinds, ["follow", "like", "reply", "repost"]);
+  assert.ok(consumer.status().cursor !== null && consumer.status().cursor! >= 13);
+});
+
+Deno.test("an index fed by push and stream ends with the same rows as one fed by the stream alone (spec 6.2 rule 4)", async () => {
+  await using dir = await makeTempDir();
+  // Index A: HTTP (push target) plus its local consumer; index B: the local consumer alone.
+  const config = loadAppviewConfig({
+    DATA_DIR: `${dir.path}/a`,
+    APPVIEW_PORT: "0",
+    APPVIEW_INGEST_SECRET: SECRET,
+    APPVIEW_CORS_ORIGINS: "http://localhost",
+  });
+  await using a = await startAppview({
+    config,
+    log: captureLogger().log,
+    now: FIXED_NOW,
+    components: { http: true, localConsumer: false, publicConsumer: false, handleSync: false },
+  });
+  await using pds = await startTestServer({
+    env: { APPVIEW_INTERNAL_URL: a.url!, APPVIEW_INGEST_SECRET: SECRET },
+  });
+  const streamUrl = `${pds.url.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`;
+  await using aStream = createLocalStreamConsumer(a.ctx, { url: streamUrl, ...FAST });
+  using b = openTestContext({ now: FIXED_NOW });
+  await using bStream = createLocalStreamConsumer(b, { url: streamUrl, ...FAST });
+  aStream.start();
+  bStream.start();
+  await writeHistory(pds.url);
+  const count = (db: typeof b.db, sql: string) => db.prepare(sql).get()?.n;
+  const head = await waitFor(() => {
+    const ca = readCursor(a.ctx.db, CURSOR_LOCAL_SEQ);
+    const done = [a.ctx.db, b.db].every((db) =>
+      count(db, "SELECT count(*) AS n FROM posts") === 11 &&
+      count(db, "SELECT count(*) AS n FROM reposts") === 0
+    );
+    return done && ca !== null && ca === readCursor(b.db, CURSOR_LOCAL_SEQ) ? ca : null;
+  }, { timeoutMs: 10_000 });
+  // Push is asynchronous: wait until it has delivered the handles too.
+  await waitFor(() =>
+    a.ctx.db.prepare("SELECT count(*) AS n FROM profiles WHERE handle IS NOT NULL").get()?.n === 2
+  );
+  const opts = {
+    exclude: ["consumer_status", "ingest_skips", "schema_migrations"],
+    // Only push carries handles (and the profile row's updated_at records the handle change).
+    omitColumns: ["handle", "updated_at"],
+  };
+  assert.deepEqual(dumpTables(a.ctx.db, opts), dumpTables(b.db, opts));
+  assert.equal(readCursor(a.ctx.db, CURSOR_LOCAL_SEQ), head);
+  const handles = a.ctx.db.prepare("SELECT DISTINCT handle FROM posts ORDER BY handle").all()
+    .map((r) => r.handle);
+  assert.deepEqual(handles, ["alice.test", "bob.test"]);
+});
