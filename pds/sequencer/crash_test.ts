@@ -150,3 +150,28 @@ Deno.test("two account-host processes on one KV file: a subscriber on A sees eve
   assert.deepEqual([...uris].sort(), [...written.keys()].sort());
   assert.equal(uris.size, 120);
 });
+
+Deno.test("two account-host processes writing to one KV file at the same time both succeed, seq stays gapless", async () => {
+  await using a = await startTestServer();
+  await using b = await spawnPds({
+    DATA_DIR: a.kvPath.replace(/\/pds\.kv$/, ""),
+    PDS_KV_PATH: a.kvPath,
+    PDS_JWT_SECRET: TEST_JWT_SECRET,
+  });
+  const writersA = [await signUp(a.url, "both-a1.test"), await signUp(a.url, "both-a2.test")];
+  const writersB = [await signUp(b.url, "both-b1.test"), await signUp(b.url, "both-b2.test")];
+  const start = await readHeadSeq(a.ctx.kv);
+  const client = await StreamClient.connect(a.url, start);
+  // Both processes write at once: the local KV file's lock is contended and must be waited for.
+  const [fromA, fromB] = await Promise.all([
+    writePosts(a.url, writersA, 100, { prefix: "via a" }),
+    writePosts(b.url, writersB, 100, { prefix: "via b" }),
+  ]);
+  assert.equal(fromA.size, 100);
+  assert.equal(fromB.size, 100);
+  const head = await readHeadSeq(a.ctx.kv);
+  assert.equal(head, start + 200);
+  await client.waitForSeq(head);
+  await client.close();
+  assert.deepEqual(client.commitSeqs, Array.from({ length: 200 }, (_, i) => start + 1 + i));
+});

@@ -191,7 +191,7 @@ export class Sequencer {
       const last = head.seq + requests.length;
       op.check({ key: seqHeadKey(), versionstamp: head.versionstamp });
       op.set(seqHeadKey(), last);
-      const res = await op.commit();
+      const res = await retryWhileLocked(() => op.commit());
       if (res.ok) {
         this.#head = { seq: last, versionstamp: res.versionstamp };
         const outcomes = events.map((e) => ({ ...e, versionstamp: res.versionstamp }));
@@ -243,7 +243,7 @@ export class Sequencer {
   }
 
   async #readHead(): Promise<{ seq: number; versionstamp: string | null }> {
-    const entry = await this.#kv.get<number>(seqHeadKey());
+    const entry = await retryWhileLocked(() => this.#kv.get<number>(seqHeadKey()));
     this.#head = { seq: entry.value ?? 0, versionstamp: entry.versionstamp };
     return this.#head;
   }
@@ -323,4 +323,25 @@ function concat(parts: Uint8Array[]): Uint8Array {
     pos += p.length;
   }
   return out;
+}
+
+/** How long a write waits for another process's lock on a local KV file before failing. */
+const LOCKED_RETRY_MS = 5_000;
+
+/**
+ * Runs `fn`, retrying while the local KV file is locked by another process (SQLite BUSY: the
+ * transaction was rolled back, nothing applied), with a short growing delay, for at most
+ * {@link LOCKED_RETRY_MS}. Two account-host processes may share one KV file.
+ */
+export async function retryWhileLocked<T>(fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + LOCKED_RETRY_MS;
+  for (let attempt = 0;; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const locked = err instanceof Error && /database is locked|SQLITE_BUSY/i.test(err.message);
+      if (!locked || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.min(50, 1 + attempt * 2) * Math.random() + 1));
+    }
+  }
 }
