@@ -71,7 +71,8 @@ export function checkText(
     return `Invalid ${field}, more than ${maxBytes} UTF-8 bytes: ${show(text)}`;
   }
   if (!text.isWellFormed()) return `Invalid ${field}, lone surrogate: ${show(text)}`;
-  const graphemes = countGraphemes(text);
+  // A grapheme holds at least one UTF-16 code unit: a short string needs no segmentation.
+  const graphemes = text.length <= maxGraphemes ? text.length : countGraphemes(text);
   if (graphemes > maxGraphemes) {
     return `Invalid ${field}, ${graphemes} graphemes (max ${maxGraphemes}): ${show(text)}`;
   }

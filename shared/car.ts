@@ -28,6 +28,16 @@ export interface ReadCarOptions {
   maxSize?: number;
   /** Most sections (duplicates included) accepted (default {@linkcode DEFAULT_MAX_CAR_BLOCKS}). */
   maxBlocks?: number;
+  /**
+   * When blocks are checked against their CIDs (default `"all"`): `"all"` hashes every block
+   * while reading; `"lazy"` hashes a block the first time it is read from the returned map
+   * (`get`, or any iteration, which checks every block first), so blocks a caller never reads
+   * (commit and MST nodes of a firehose event) are never hashed. A lazy map's `get` throws
+   * {@linkcode CarError} for a block that does not match its CID; of duplicate sections only the
+   * last is kept and checked. Structure (varints, lengths, CIDs, bounds) is always checked while
+   * reading.
+   */
+  verify?: "all" | "lazy";
 }
 
 /** Default `maxSize` for {@linkcode readCar}: 128 MiB. */
@@ -73,8 +83,9 @@ export function writeCar(
 }
 
 /**
- * Reads a CAR v1 file and verifies every block against its CID (sha-256 only). Duplicate
- * blocks are accepted. Block bytes are subarrays of `bytes` (no copies).
+ * Reads a CAR v1 file and verifies every block against its CID (sha-256 only; with
+ * `verify: "lazy"`, when the block is first read from the map). Duplicate blocks are accepted.
+ * Block bytes are subarrays of `bytes` (no copies).
  *
  * @returns the header roots and a map from CID string (`b...`) to block bytes.
  * @throws {CarError} on truncation, bad varints, declared lengths beyond the input, a bad
@@ -91,9 +102,13 @@ export function readCar(
     throw new CarError(`CAR is ${bytes.length} bytes, over the ${maxSize} byte limit`);
   }
   if (bytes.length === 0) throw new CarError("CAR is empty");
+  const lazy = opts?.verify === "lazy";
+  if (opts?.verify !== undefined && !lazy && opts.verify !== "all") {
+    throw new CarError(`CAR verify option is not "all" or "lazy": ${String(opts.verify)}`);
+  }
   const reader = { pos: 0 };
   const roots = readHeader(bytes, reader);
-  const blocks = new Map<string, Uint8Array>();
+  const blocks = lazy ? new LazyVerifiedBlocks() : new Map<string, Uint8Array>();
   let count = 0;
   while (reader.pos < bytes.length) {
     const start = reader.pos;
@@ -121,13 +136,90 @@ export function readCar(
     const digest = bytes.subarray(section.pos, section.pos + 32);
     const cid = decodeSectionCid(bytes.subarray(cidStart, section.pos + 32), start);
     const block = bytes.subarray(section.pos + 32, end);
-    if (!sameDigest(sha256(block), digest)) {
-      throw new CarError(`CAR block ${formatCid(cid)} does not match its CID`);
+    if (lazy) {
+      (blocks as LazyVerifiedBlocks).add(formatCid(cid), block, digest);
+    } else {
+      if (!sameDigest(sha256(block), digest)) {
+        throw new CarError(`CAR block ${formatCid(cid)} does not match its CID`);
+      }
+      blocks.set(formatCid(cid), block);
     }
-    blocks.set(formatCid(cid), block);
     reader.pos = end;
   }
   return { roots, blocks };
+}
+
+/**
+ * The block map of a lazily verified CAR: a block is hashed the first time it is read, and
+ * iterating checks every block first, so no unverified bytes ever leave the map.
+ */
+class LazyVerifiedBlocks extends Map<string, Uint8Array> {
+  /** Expected sha-256 digests of the blocks not checked yet. */
+  readonly #pending = new Map<string, Uint8Array>();
+
+  /** Stores a block read from the CAR (unchecked). */
+  add(key: string, block: Uint8Array, digest: Uint8Array): void {
+    super.set(key, block);
+    this.#pending.set(key, digest);
+  }
+
+  /** Returns the block after checking it against its CID; throws {@linkcode CarError} if not. */
+  override get(key: string): Uint8Array | undefined {
+    const block = super.get(key);
+    if (block !== undefined) this.#check(key, block);
+    return block;
+  }
+
+  override set(key: string, block: Uint8Array): this {
+    this.#pending.delete(key);
+    return super.set(key, block);
+  }
+
+  override delete(key: string): boolean {
+    this.#pending.delete(key);
+    return super.delete(key);
+  }
+
+  override clear(): void {
+    this.#pending.clear();
+    super.clear();
+  }
+
+  override forEach(
+    callback: (value: Uint8Array, key: string, map: Map<string, Uint8Array>) => void,
+    thisArg?: unknown,
+  ): void {
+    this.#checkAll();
+    super.forEach(callback, thisArg);
+  }
+
+  override entries(): MapIterator<[string, Uint8Array]> {
+    this.#checkAll();
+    return super.entries();
+  }
+
+  override values(): MapIterator<Uint8Array> {
+    this.#checkAll();
+    return super.values();
+  }
+
+  override [Symbol.iterator](): MapIterator<[string, Uint8Array]> {
+    this.#checkAll();
+    return super[Symbol.iterator]();
+  }
+
+  #check(key: string, block: Uint8Array): void {
+    const digest = this.#pending.get(key);
+    if (digest === undefined) return;
+    if (!sameDigest(sha256(block), digest)) {
+      throw new CarError(`CAR block ${key} does not match its CID`);
+    }
+    this.#pending.delete(key);
+  }
+
+  #checkAll(): void {
+    for (const key of [...this.#pending.keys()]) this.#check(key, super.get(key)!);
+  }
 }
 
 function decodeSectionCid(cidBytes: Uint8Array, start: number): CID {

@@ -47,6 +47,29 @@ Deno.test("readCar rejects a block whose bytes do not hash to its CID", () => {
   assertCarError(car, new RegExp(`^CAR block ${formatCid(record.cid)} does not match its CID$`));
 });
 
+Deno.test("readCar with verify lazy checks a block against its CID when it is read", () => {
+  const car = writeCar([empty.cid], [empty, record]);
+  car[car.length - 1] ^= 0xff; // corrupt the record block only
+  const { blocks } = readCar(car, { verify: "lazy" });
+  assert.deepEqual(blocks.get(formatCid(empty.cid)), empty.bytes); // an intact block reads fine
+  assert.equal(blocks.get(formatCid(record.cid).replace(/.$/, "a")), undefined);
+  const bad = new RegExp(`^CAR block ${formatCid(record.cid)} does not match its CID$`);
+  const isBad = (err: unknown) => err instanceof CarError && bad.test(err.message);
+  for (let i = 0; i < 2; i++) assert.throws(() => blocks.get(formatCid(record.cid)), isBad);
+  assert.throws(() => [...blocks.values()], isBad);
+  assert.throws(() => [...blocks], isBad);
+  assert.throws(() => blocks.forEach(() => {}), isBad);
+});
+
+Deno.test("readCar with verify lazy returns the same blocks as a full check", () => {
+  const car = writeCar([empty.cid], [empty, record, record]);
+  const lazy = readCar(car, { verify: "lazy" });
+  const full = readCar(car);
+  assert.deepEqual([...lazy.blocks.entries()], [...full.blocks.entries()]);
+  assert.deepEqual(lazy.roots, full.roots);
+  assertCarError(car.subarray(0, car.length - 1), /^CAR is truncated/, { verify: "lazy" });
+});
+
 Deno.test("readCar rejects every truncation of a valid CAR", () => {
   const car = writeCar([empty.cid], [empty, record]);
   for (let len = 0; len < car.length; len++) {

@@ -10,14 +10,27 @@ import { runMigrations } from "./migrations.ts";
 /** How long a writer waits for another connection's lock before failing (ms). */
 export const BUSY_TIMEOUT_MS = 5_000;
 /**
- * WAL pages before an automatic checkpoint (4 KiB pages: 16 MiB). Larger than SQLite's default
- * 1,000 so sustained ingest checkpoints less often; bounded so readers' WAL stays small.
+ * Page size of a new database (bytes). 8 KiB halves the WAL frames (and write calls) per
+ * ingest transaction against SQLite's 4 KiB default, measured with `deno task bench ingest`.
+ * It only applies when the file is created: an existing database keeps its page size.
  */
-export const WAL_AUTOCHECKPOINT_PAGES = 4_000;
+export const PAGE_SIZE_BYTES = 8_192;
+/**
+ * WAL pages before an automatic checkpoint (8 KiB pages: 250 MiB). Far above SQLite's default
+ * 1,000 so sustained ingest checkpoints once per several large transactions: a page rewritten
+ * by several transactions is copied back once (measured at 200k ops: 15 KiB written per op
+ * against 22 KiB at 8,000 pages). After a checkpoint the file shrinks back to
+ * {@link JOURNAL_SIZE_LIMIT_BYTES}.
+ */
+export const WAL_AUTOCHECKPOINT_PAGES = 32_000;
 /** Size the WAL file is truncated back to after a checkpoint (bytes). */
 export const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
-/** Page cache per connection, in KiB (negative `cache_size`). */
-export const CACHE_SIZE_KIB = 64 * 1024;
+/**
+ * Page cache per connection, in KiB (negative `cache_size`; allocated as used). 256 MiB keeps
+ * the indexes that ingest touches at random in memory (measured at 200k ops: reads per op 24
+ * KiB at 64 MiB, 4 KiB at 256 MiB).
+ */
+export const CACHE_SIZE_KIB = 256 * 1024;
 
 /**
  * Opens (creating when absent) the index database at `path` (a file path, or `:memory:`),
@@ -26,8 +39,8 @@ export const CACHE_SIZE_KIB = 64 * 1024;
  * Settings: WAL journal (so the query API reads while ingest writes; `:memory:` stays in its
  * memory journal), `synchronous=NORMAL` (durable at checkpoints; a power cut loses at most the
  * last transactions, which the streams' cursors redeliver), a busy timeout for consumers running
- * in other processes, foreign keys off (the schema has none: ops arrive in any order), a 16 MiB
- * autocheckpoint and an in-memory temp store.
+ * in other processes, foreign keys off (the schema has none: ops arrive in any order), 8 KiB pages
+ * for a new file, a 250 MiB autocheckpoint, a 256 MiB page cache and an in-memory temp store.
  *
  * @example
  * ```ts
@@ -38,6 +51,8 @@ export const CACHE_SIZE_KIB = 64 * 1024;
 export function openIndexDb(path: string): DatabaseSync {
   const db = new DatabaseSync(path);
   try {
+    // Before anything is written: a no-op on an existing database.
+    db.exec(`PRAGMA page_size = ${PAGE_SIZE_BYTES}`);
     db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA synchronous = NORMAL");

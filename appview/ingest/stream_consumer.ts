@@ -31,8 +31,11 @@ export const STATUS_INTERVAL_MS = 1_000;
 export const STATUS_HEARTBEAT_MS = 10_000;
 /** A connection open this long resets the backoff (so a flapping server still backs off). */
 export const STABLE_CONNECTION_MS = 10_000;
-/** Most messages folded into one `applyOps` call. */
-export const MAX_BATCH_MESSAGES = 1_000;
+/**
+ * Most messages folded into one `applyOps` call (with {@link MAX_BATCH_OPS}, one transaction of
+ * the writer's default batch size: larger transactions write fewer WAL pages per op).
+ */
+export const MAX_BATCH_MESSAGES = 5_000;
 /** Ops after which a batch is applied even if more messages are queued. */
 export const MAX_BATCH_OPS = 5_000;
 /** How long `close()` waits for the socket's close handshake. */

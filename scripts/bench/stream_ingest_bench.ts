@@ -3,7 +3,8 @@
  * CBOR decode included"): ops/s from pre-encoded `subscribeRepos` `#commit` frames to committed
  * rows, through the consumer's own decoding (`LocalStreamProtocol.decode`: `decodeFrame`, CAR
  * read with CID verification, `opsFromCommitEvent`) and `IndexWriter.applyOps` with the `seq`
- * cursor in the same transaction, in batches of 500 frames as the consumer folds queued frames.
+ * cursor in the same transaction, in batches of `MAX_BATCH_MESSAGES` frames as the consumer folds
+ * queued frames (one op per frame here).
  *
  * The op mix is the ingest benchmark's (`generateOps`: posts with FTS and replies, likes,
  * reposts, follows, deletes, profiles), one op per commit as `createRecord` produces them (handle
@@ -18,15 +19,19 @@ import { CURSOR_LOCAL_SEQ } from "../../appview/db/state.ts";
 import { makeCommit } from "../../appview/ingest/_stream_testing.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { LocalStreamProtocol } from "../../appview/ingest/local_stream.ts";
-import type { StreamControl } from "../../appview/ingest/stream_consumer.ts";
+import {
+  MAX_BATCH_MESSAGES,
+  MAX_BATCH_OPS,
+  type StreamControl,
+} from "../../appview/ingest/stream_consumer.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { IndexOp, RecordOp } from "../../shared/ops.ts";
 import type { BenchResult } from "./_types.ts";
 import { generateOps } from "./ingest_bench.ts";
 
 const TOTAL_OPS = Number(Deno.env.get("STREAM_BENCH_OPS") ?? 100_000);
-/** Frames folded into one `applyOps` call (the consumer's batching of queued frames). */
-const FRAMES_PER_BATCH = 500;
+/** Frames folded into one `applyOps` call: the consumer's fold limit for queued frames. */
+const FRAMES_PER_BATCH = Math.min(MAX_BATCH_MESSAGES, MAX_BATCH_OPS);
 const BUDGET_OPS_PER_SECOND = 20_000;
 
 /** Pre-encodes one `#commit` frame per record op, seq from 1. */
@@ -59,12 +64,13 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
   const dir = await Deno.makeTempDir({ prefix: "stream-ingest-bench-" });
   const db = openIndexDb(`${dir}/index.sqlite`);
   try {
-    const writer = new IndexWriter(db, { batchSize: 1_000 });
+    const writer = new IndexWriter(db); // default batch size, as the server's writer
     let cursor: number | null = null;
     let applied = 0;
     const cpuStart = cpuUsage();
     const start = performance.now();
     let halfway = start;
+    let halfwayFrames = 0;
     for (let i = 0; i < frames.length; i += FRAMES_PER_BATCH) {
       const ops: IndexOp[] = [];
       const end = Math.min(frames.length, i + FRAMES_PER_BATCH);
@@ -76,7 +82,10 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
       }
       applied +=
         writer.applyOps(ops, { cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! } }).applied;
-      if (halfway === start && end >= frames.length / 2) halfway = performance.now();
+      if (halfway === start && end >= frames.length / 2) {
+        halfway = performance.now();
+        halfwayFrames = end;
+      }
     }
     const stop = performance.now();
     const cpu = cpuUsage(cpuStart);
@@ -87,7 +96,7 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
       );
     }
     const overall = applied / ((stop - start) / 1000);
-    const secondHalf = (frames.length / 2) / ((stop - halfway) / 1000);
+    const secondHalf = (frames.length - halfwayFrames) / ((stop - halfway) / 1000);
     console.error(
       `stream ingest: ${frames.length} frames (${(totalBytes / 1e6).toFixed(1)} MB) in ` +
         `${((stop - start) / 1000).toFixed(2)} s wall, ${cpuSeconds.toFixed(2)} s CPU ` +
