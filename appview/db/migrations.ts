@@ -17,9 +17,24 @@ export interface Migration {
   readonly sql: string;
 }
 
+/**
+ * Version 2, read-side index shapes (same number of indexes, so no extra write cost per row):
+ * - `posts_by_time` also carries `did`, so the home timeline's walk of the global time index
+ *   filters by author without a table lookup per row read;
+ * - `posts_by_parent` also carries the reply order (`indexed_at`, `uri`), so a thread reads its
+ *   first replies in order instead of sorting every reply of the post.
+ */
+const READ_INDEXES_V2 = `
+DROP INDEX posts_by_time;
+CREATE INDEX posts_by_time ON posts (indexed_at DESC, uri DESC, did);
+DROP INDEX posts_by_parent;
+CREATE INDEX posts_by_parent ON posts (parent_uri, indexed_at, uri) WHERE parent_uri IS NOT NULL;
+`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
+  { version: 2, name: "covering timeline and reply indexes", sql: READ_INDEXES_V2 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

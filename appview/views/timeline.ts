@@ -3,16 +3,21 @@
  * by (`indexed_at` desc, `uri` desc); the newest feed posts when the viewer follows nobody.
  *
  * Two skeleton strategies give the same list:
- * - per followee (spec 4.2 rule 1): the `limit`+1 newest posts of each followee below the cursor
- *   (index `posts_by_author`), merged and cut to `limit`+1. Correct because the global top N is a
- *   subset of the union of every followee's top N. Costs one index seek per followee, so it is the
- *   choice for viewers who follow few accounts.
- * - global scan: walk the global time index (`posts_by_time`) below the cursor and keep the posts
- *   whose author is followed, stopping at `limit`+1. The first `limit`+1 matches in global order
- *   are exactly the global top N, so it equals the per-followee merge; it reads about
- *   (`limit`+1) / (share of recent posts written by followees) rows, so it is the choice for
- *   viewers who follow many accounts. The walk is bounded; when it ends before filling the page
- *   (sparse followees, or the end of the list) the per-followee strategy answers instead.
+ * - per followee (spec 4.2 rule 1), a threshold merge: first the newest `indexed_at` below the
+ *   cursor of every followee (one covering seek each in `posts_by_author`, F rows); with T the
+ *   `take`-th largest of these heads (`take` = `limit`+1), every post of the global top `take` has
+ *   `indexed_at >= T` (the `take` followees whose head is >= T give `take` such posts), and only
+ *   followees whose head is >= T can have one. So it reads the posts in [T, cursor) of those
+ *   followees only (at most `take` each, usually about `take` followees), and sorts that small
+ *   set. Costs F seeks plus about `take` short range reads, whatever the followees' post volume.
+ * - global scan: walk the global time index (`posts_by_time`, covering: it carries `did`) below
+ *   the cursor and keep the posts whose author is followed, stopping at `take`. The first `take`
+ *   matches in global order are exactly the global top `take`; it reads about
+ *   `take` / (share of recent posts written by followees) rows, so it is the choice for viewers
+ *   who follow many accounts. The walk is bounded (`take` x {@link GLOBAL_SCAN_ROWS_PER_RESULT}
+ *   rows): when the bound ends it before the page is full (followees who rarely post), the
+ *   matches found are kept and the threshold merge supplies the rest strictly below the last row
+ *   walked; when the index ends first, the page is complete as it is.
  *
  * @module
  */
@@ -48,8 +53,10 @@ export class TimelineView {
   readonly #posts: PostHydrator;
   readonly #hasFollows: StatementSync;
   readonly #followCount: StatementSync;
-  readonly #perFollowee: StatementSync;
+  readonly #heads: StatementSync;
+  readonly #authorWindow: StatementSync;
   readonly #globalScan: StatementSync;
+  readonly #scanFloor: StatementSync;
   readonly #coldStart: StatementSync;
   readonly #scanRowsPerResult: number;
 
@@ -59,20 +66,38 @@ export class TimelineView {
     this.#scanRowsPerResult = opts.scanRowsPerResult ?? GLOBAL_SCAN_ROWS_PER_RESULT;
     this.#hasFollows = db.prepare("SELECT EXISTS (SELECT 1 FROM follows WHERE follower = ?) AS f");
     this.#followCount = db.prepare("SELECT following_count AS n FROM profiles WHERE did = ?");
-    this.#perFollowee = db.prepare(
-      `SELECT p.id, p.indexed_at, p.uri FROM follows f CROSS JOIN posts p
-       WHERE f.follower = ?1 AND p.id IN (
-         SELECT id FROM posts WHERE did = f.subject AND (indexed_at, uri) < (?2, ?3)
-         ORDER BY indexed_at DESC, uri DESC LIMIT ?4)
-       ORDER BY p.indexed_at DESC, p.uri DESC LIMIT ?4`,
+    // The followees whose newest post below the cursor is at or after T, the ?4-th newest such
+    // head ('' when fewer followees have one: then every followee with a post qualifies).
+    this.#heads = db.prepare(
+      `WITH heads AS MATERIALIZED (
+         SELECT f.subject AS did, (
+           SELECT indexed_at FROM posts INDEXED BY posts_by_author
+           WHERE did = f.subject AND (indexed_at, uri) < (?2, ?3)
+           ORDER BY indexed_at DESC, uri DESC LIMIT 1) AS t
+         FROM follows f WHERE f.follower = ?1),
+       floor AS MATERIALIZED (SELECT ifnull((SELECT t FROM heads WHERE t IS NOT NULL
+         ORDER BY t DESC LIMIT 1 OFFSET ?4 - 1), '') AS t)
+       SELECT heads.did, floor.t AS floor FROM floor CROSS JOIN heads WHERE heads.t >= floor.t`,
+    );
+    this.#authorWindow = db.prepare(
+      `SELECT id, indexed_at, uri FROM posts INDEXED BY posts_by_author
+       WHERE did = ?1 AND indexed_at >= ?4 AND (indexed_at, uri) < (?2, ?3)
+       ORDER BY indexed_at DESC, uri DESC LIMIT ?5`,
     );
     this.#globalScan = db.prepare(
       `SELECT id, indexed_at, uri FROM (
          SELECT id, did, indexed_at, uri FROM posts INDEXED BY posts_by_time
          WHERE (indexed_at, uri) < (?2, ?3)
          ORDER BY indexed_at DESC, uri DESC LIMIT ?5)
-       WHERE did IN (SELECT subject FROM follows WHERE follower = ?1)
+       WHERE EXISTS (SELECT 1 FROM follows WHERE follower = ?1 AND subject = did)
        ORDER BY indexed_at DESC, uri DESC LIMIT ?4`,
+    );
+    // The last row the bounded walk read: the ?3-th row below the cursor (none: the walk read
+    // every row below the cursor).
+    this.#scanFloor = db.prepare(
+      `SELECT indexed_at, uri FROM posts INDEXED BY posts_by_time
+       WHERE (indexed_at, uri) < (?1, ?2)
+       ORDER BY indexed_at DESC, uri DESC LIMIT 1 OFFSET ?3 - 1`,
     );
     this.#coldStart = db.prepare(
       `SELECT id, indexed_at, uri FROM posts INDEXED BY posts_by_time
@@ -95,10 +120,9 @@ export class TimelineView {
       const strategy = opts.strategy ?? "auto";
       const perFollowee = strategy === "per_followee" ||
         (strategy === "auto" && this.#follows(viewerDid) <= PER_FOLLOWEE_MAX_FOLLOWS);
-      skeleton = perFollowee ? [] : this.#scan(viewerDid, time, uri, take);
-      if (skeleton.length < take) {
-        skeleton = this.#perFollowee.all(viewerDid, time, uri, take) as unknown as SkeletonRow[];
-      }
+      skeleton = perFollowee
+        ? this.#merge(viewerDid, time, uri, take)
+        : this.#scan(viewerDid, time, uri, take);
     }
     const more = skeleton.length > opts.limit;
     if (more) skeleton = skeleton.slice(0, opts.limit);
@@ -114,13 +138,41 @@ export class TimelineView {
     return row?.n ?? 0;
   }
 
+  /** The bounded global walk, completed below its last row by the threshold merge. */
   #scan(viewerDid: string, time: string, uri: string, take: number): SkeletonRow[] {
-    return this.#globalScan.all(
+    const bound = Math.min(Number.MAX_SAFE_INTEGER, take * this.#scanRowsPerResult);
+    const found = this.#globalScan.all(
       viewerDid,
       time,
       uri,
       take,
-      Math.min(Number.MAX_SAFE_INTEGER, take * this.#scanRowsPerResult),
+      bound,
     ) as unknown as SkeletonRow[];
+    if (found.length >= take) return found;
+    const floor = this.#scanFloor.get(time, uri, bound) as
+      | { indexed_at: string; uri: string }
+      | undefined;
+    if (floor === undefined) return found; // the walk read every row below the cursor
+    return found.concat(this.#merge(viewerDid, floor.indexed_at, floor.uri, take - found.length));
   }
+
+  /** The `take` newest followee posts below (`time`, `uri`), by the threshold merge. */
+  #merge(viewerDid: string, time: string, uri: string, take: number): SkeletonRow[] {
+    const heads = this.#heads.all(viewerDid, time, uri, take) as { did: string; floor: string }[];
+    if (heads.length === 0) return [];
+    const floor = heads[0].floor;
+    let rows: SkeletonRow[] = [];
+    for (const { did } of heads) {
+      const own = this.#authorWindow.all(did, time, uri, floor, take) as unknown as SkeletonRow[];
+      rows = rows.concat(own);
+    }
+    rows.sort(byKeyDesc);
+    if (rows.length > take) rows.length = take;
+    return rows;
+  }
+}
+
+function byKeyDesc(a: SkeletonRow, b: SkeletonRow): number {
+  if (a.indexed_at !== b.indexed_at) return a.indexed_at < b.indexed_at ? 1 : -1;
+  return a.uri < b.uri ? 1 : a.uri > b.uri ? -1 : 0;
 }

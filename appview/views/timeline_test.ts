@@ -1,9 +1,9 @@
 /**
  * Home timeline correctness (spec 4.2 rule 1) on random data: 500 users, random follows, 20,000
  * posts with many ties on `indexed_at`. For many viewers and page positions, every strategy
- * (per followee with `limit`+1 each, the global time-index walk, bounded or not, and the automatic
- * choice) answers exactly the brute-force global sort of the followees' posts by
- * (`indexed_at` desc, `uri` desc).
+ * (the per-followee threshold merge, the global time-index walk, unbounded or bounded so tightly
+ * that the merge completes most pages below the walk, and the automatic choice) answers exactly
+ * the brute-force global sort of the followees' posts by (`indexed_at` desc, `uri` desc).
  */
 
 import assert from "node:assert/strict";

@@ -1,7 +1,8 @@
 /**
  * Load client of `query_bench.ts`, run as a Web Worker so that measuring does not share the
  * server's event loop: receives `{url, batches: [{name, paths}]}`, sends each path in order (one
- * request in flight) and answers `{name, latenciesMs, errors}` per batch, then `{done: true}`.
+ * request in flight, naming the batch in the `x-query-bench-batch` header for the server's
+ * handler timings) and answers `{name, latenciesMs, errors}` per batch, then `{done: true}`.
  */
 
 interface Batch {
@@ -26,7 +27,7 @@ async function run(job: Job): Promise<void> {
     let errors = 0;
     for (const path of batch.paths) {
       const start = performance.now();
-      const res = await fetch(job.url + path);
+      const res = await fetch(job.url + path, { headers: { "x-query-bench-batch": batch.name } });
       await res.arrayBuffer();
       latenciesMs.push(performance.now() - start);
       if (res.status !== 200) errors++;
