@@ -17,7 +17,8 @@
 import { decodeCbor } from "../../shared/cbor.ts";
 import type { CID } from "../../shared/cid.ts";
 import { CborWriter } from "../repo/cbor_writer.ts";
-import { seqEventChunkKey, seqEventPrefix, seqHeadKey } from "../store/keys.ts";
+import { seqEventChunkKey, seqHeadKey } from "../store/keys.ts";
+import { readEventBodies } from "./event_log.ts";
 
 /** One record operation of a commit event (reference atproto.md 6.2 `repoOp`). */
 export interface CommitEventOp {
@@ -216,30 +217,8 @@ export class Sequencer {
    * Reads stored events with seq greater than `after`, in order, at most `limit` of them.
    */
   async readEvents(after: number, limit = 500): Promise<SequencedCommit[]> {
-    const out: SequencedCommit[] = [];
-    let seq = -1;
-    let parts: Uint8Array[] = [];
-    const flush = () => {
-      if (seq < 0) return;
-      const body = concat(parts);
-      out.push({ seq, event: decodeEvent(body), body });
-    };
-    const iter = this.#kv.list<Uint8Array>({
-      start: seqEventChunkKey(after + 1, 0),
-      end: [...seqEventPrefix(), Number.MAX_SAFE_INTEGER],
-    }, { batchSize: Math.min(500, limit + 1) });
-    for await (const entry of iter) {
-      const entrySeq = entry.key[1] as number;
-      if (entrySeq !== seq) {
-        flush();
-        if (out.length >= limit) return out;
-        seq = entrySeq;
-        parts = [];
-      }
-      parts.push(entry.value);
-    }
-    flush();
-    return out.slice(0, limit);
+    const stored = await readEventBodies(this.#kv, after, limit);
+    return stored.map(({ seq, body }) => ({ seq, event: decodeEvent(body), body }));
   }
 
   async #readHead(): Promise<{ seq: number; versionstamp: string | null }> {
@@ -312,17 +291,6 @@ export function encodeCommitEventBody(event: CommitEvent): Uint8Array {
 /** Decodes the stored body of an event. */
 export function decodeEvent(body: Uint8Array): CommitEvent {
   return decodeCbor(body, { maxSize: 16 * 1024 * 1024 }) as CommitEvent;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let pos = 0;
-  for (const p of parts) {
-    out.set(p, pos);
-    pos += p.length;
-  }
-  return out;
 }
 
 /** How long a write waits for another process's lock on a local KV file before failing. */
