@@ -43,6 +43,12 @@ export interface HandleOp {
   readonly did: string;
   /** The new handle, lower-case; null when the account has no valid handle. */
   readonly handle: string | null;
+  /**
+   * True when the source is the account host vouching for its own account (the push, or its
+   * `resolveHandle`): such an op may take a handle another DID holds. Claims from DID documents
+   * and the public stream may not.
+   */
+  readonly authoritative?: boolean;
 }
 
 /**
@@ -163,7 +169,13 @@ export function opsFromPush(payload: unknown): IndexOp[] {
     if (!isCidString(payload.commit)) fail(`Invalid commit: ${show(payload.commit)}`);
     const out: IndexOp[] = [];
     if (payload.handle !== undefined && payload.handle !== null) {
-      out.push({ kind: "handle", did, handle: checkHandle("handle", payload.handle) });
+      // The account host pushes its own account's handle: authoritative.
+      out.push({
+        kind: "handle",
+        did,
+        handle: checkHandle("handle", payload.handle),
+        authoritative: true,
+      });
     }
     const ops = checkOpList("ops", payload.ops);
     for (let i = 0; i < ops.length; i++) {

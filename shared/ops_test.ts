@@ -36,7 +36,12 @@ Deno.test("the stream (binary and string links), Jetstream and push give equal o
   const fromPush = opsFromPush(pushPayload(binary));
   assert.deepEqual(fromStream, expected);
   assert.deepEqual(fromJetstream, expected);
-  assert.deepEqual(fromPush[0], { kind: "handle", did: DID, handle: "alice.example.com" });
+  assert.deepEqual(fromPush[0], {
+    kind: "handle",
+    did: DID,
+    handle: "alice.example.com",
+    authoritative: true,
+  });
   assert.deepEqual(fromPush.slice(1), expected);
   // String-form blocks hash differently; the records and paths are the same.
   assert.deepEqual(fromStringStream, expectedOps(strings));

@@ -103,6 +103,7 @@ export class IndexWriter {
       invalid_record: 0,
       unsupported_collection: 0,
       apply_error: 0,
+      handle_conflict: 0,
     },
     batches: 0,
     retriedBatches: 0,
@@ -245,11 +246,16 @@ export class IndexWriter {
       if (op.handle !== null && !isValidHandle(op.handle)) {
         return this.#skip("invalid_op", op, `Invalid handle: ${op.handle}`);
       }
-      this.#handles.apply(
+      const holder = this.#handles.apply(
         op.handle === null ? op : { ...op, handle: op.handle.toLowerCase() },
         now,
       );
-      return true;
+      if (holder === null) return true;
+      return this.#skip(
+        "handle_conflict",
+        op,
+        `Handle ${op.handle} is held by ${holder}; only the account host can move it`,
+      );
     }
     if (op.kind === "account") {
       this.#knownAccount.run(op.did);

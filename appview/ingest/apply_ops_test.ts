@@ -170,6 +170,7 @@ Deno.test("invalid ops are skipped and counted by reason while later good ops ap
     invalid_record: 3,
     unsupported_collection: 2,
     apply_error: 0,
+    handle_conflict: 0,
   });
   const skips = ix.rows(
     "SELECT reason, collection, count FROM ingest_skips ORDER BY reason, collection",

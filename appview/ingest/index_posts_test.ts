@@ -200,15 +200,36 @@ Deno.test("a handle op renames the author's posts and clears their handle attemp
   assert.deepEqual(ix.row("SELECT handle FROM profiles"), { handle: null });
 });
 
-Deno.test("a handle claimed by another DID is taken from the previous holder", () => {
+Deno.test("a handle the account host gives another DID is taken from the previous holder", () => {
   using ix = openTestIndex();
   ix.apply(handleOp(ALICE, "name.test"), postOp(ALICE, "p1", "one"));
-  ix.apply(handleOp(BOB, "name.test"));
+  ix.apply({ ...handleOp(BOB, "name.test"), authoritative: true });
   assert.deepEqual(ix.rows("SELECT did, handle FROM profiles ORDER BY did"), [
     { did: ALICE, handle: null },
     { did: BOB, handle: "name.test" },
   ]);
   assert.deepEqual(ix.row("SELECT handle FROM posts"), { handle: placeholderHandle(ALICE) });
+});
+
+Deno.test("a claim from a DID document or the public stream cannot take a held handle", () => {
+  using ix = openTestIndex();
+  ix.apply(handleOp(ALICE, "name.test"), postOp(ALICE, "p1", "one"));
+  const result = ix.apply(handleOp(BOB, "NAME.test"), postOp(BOB, "p2", "two"));
+  assert.deepEqual(result, { applied: 1, skipped: 1 });
+  assert.deepEqual(ix.rows("SELECT did, handle FROM profiles ORDER BY did"), [
+    { did: ALICE, handle: "name.test" },
+    { did: BOB, handle: null },
+  ]);
+  assert.deepEqual(ix.rows("SELECT did, handle FROM posts ORDER BY did"), [
+    { did: ALICE, handle: "name.test" },
+    { did: BOB, handle: placeholderHandle(BOB) },
+  ]);
+  assert.equal(ix.writer.stats().skippedByReason.handle_conflict, 1);
+  // An unheld handle is fine, and so is re-asserting one's own.
+  assert.deepEqual(ix.apply(handleOp(BOB, "bob.test"), handleOp(ALICE, "name.test")), {
+    applied: 2,
+    skipped: 0,
+  });
 });
 
 Deno.test("a profile record takes the handle of the author's indexed posts", () => {

@@ -130,6 +130,7 @@ export class HandleIndexer {
   readonly #upsert: StatementSync;
   readonly #clearProfile: StatementSync;
   readonly #takeOver: StatementSync;
+  readonly #heldByOther: StatementSync;
   readonly #setPosts: StatementSync;
   readonly #resetPosts: StatementSync;
 
@@ -146,6 +147,9 @@ export class HandleIndexer {
       `UPDATE profiles SET handle = NULL, updated_at = ?3
        WHERE handle = ?2 COLLATE NOCASE AND did <> ?1 RETURNING did`,
     );
+    this.#heldByOther = db.prepare(
+      "SELECT did FROM profiles WHERE handle = ?2 COLLATE NOCASE AND did <> ?1 LIMIT 1",
+    );
     this.#setPosts = db.prepare(
       "UPDATE posts SET handle = ?2, handle_attempted_at = NULL WHERE did = ?1 AND handle <> ?2",
     );
@@ -154,16 +158,27 @@ export class HandleIndexer {
     );
   }
 
-  /** Applies one handle op (the handle was validated and lower-cased by the caller). */
-  apply(op: HandleOp, now: string): void {
+  /**
+   * Applies one handle op (the handle was validated and lower-cased by the caller). Returns
+   * the DID holding the handle when the op was refused: a handle already held by another DID
+   * moves only on an authoritative op (the account host's own word); a claim from a DID
+   * document or the public stream cannot take it, so a foreign DID cannot hijack a local
+   * user's handle.
+   */
+  apply(op: HandleOp, now: string): string | null {
     if (op.handle === null) {
       this.#clearProfile.run(op.did, now);
       this.#resetPosts.run(op.did, placeholderHandle(op.did));
-      return;
+      return null;
+    }
+    if (op.authoritative !== true) {
+      const holder = this.#heldByOther.get(op.did, op.handle) as { did: string } | undefined;
+      if (holder !== undefined) return holder.did;
     }
     const previous = this.#takeOver.all(op.did, op.handle, now) as { did: string }[];
     for (const row of previous) this.#resetPosts.run(row.did, placeholderHandle(row.did));
     this.#upsert.run(op.did, op.handle, now);
     this.#setPosts.run(op.did, op.handle);
+    return null;
   }
 }

@@ -10,7 +10,12 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { IndexOp } from "../../shared/ops.ts";
 
 /** Why an op was skipped. */
-export type SkipReason = "invalid_op" | "invalid_record" | "unsupported_collection" | "apply_error";
+export type SkipReason =
+  | "invalid_op"
+  | "invalid_record"
+  | "unsupported_collection"
+  | "apply_error"
+  | "handle_conflict";
 
 /** `ingest_skips.collection` of ops whose collection the index does not handle. */
 export const OTHER_COLLECTION = "*";

@@ -42,7 +42,17 @@ export class HandleResolutionError extends Error {
 
 /** Resolves a DID to its handle (lower-case), or throws {@link HandleResolutionError}. */
 export interface HandleResolver {
-  resolveHandle(did: string, signal?: AbortSignal): Promise<string>;
+  resolve(did: string, signal?: AbortSignal): Promise<ResolvedHandle>;
+}
+
+/** A resolved handle and whether the local account host vouched for it. */
+export interface ResolvedHandle {
+  handle: string;
+  /**
+   * True when the local account host answered (it hosts the account): its word may move a
+   * handle another DID holds. A DID document's `alsoKnownAs` is only the DID owner's claim.
+   */
+  authoritative: boolean;
 }
 
 /** Options of {@link DidResolver}. */
@@ -86,17 +96,22 @@ export class DidResolver implements HandleResolver {
    *   refused destination, timeout, invalid document or handle)
    */
   async resolveHandle(did: string, signal?: AbortSignal): Promise<string> {
+    return (await this.resolve(did, signal)).handle;
+  }
+
+  /** Resolves `did` to its handle, saying whether the local account host vouched for it. */
+  async resolve(did: string, signal?: AbortSignal): Promise<ResolvedHandle> {
     if (!isValidDid(did)) fail(`Invalid DID: ${did}`);
     if (did.startsWith("did:plc:")) {
       let localError: string;
       try {
-        return await this.#fromAccountHost(did, signal);
+        return { handle: await this.#fromAccountHost(did, signal), authoritative: true };
       } catch (e) {
         if (signal?.aborted) throw e;
         localError = messageOf(e);
       }
       try {
-        return await this.#fromDirectory(did, signal);
+        return { handle: await this.#fromDirectory(did, signal), authoritative: false };
       } catch (e) {
         if (e instanceof HandleResolutionError) {
           fail(`${e.message} (account host: ${localError})`);
@@ -104,7 +119,9 @@ export class DidResolver implements HandleResolver {
         throw e;
       }
     }
-    if (did.startsWith("did:web:")) return await this.#fromDidWeb(did, signal);
+    if (did.startsWith("did:web:")) {
+      return { handle: await this.#fromDidWeb(did, signal), authoritative: false };
+    }
     fail(`Unsupported DID method: ${did}`);
   }
 

@@ -22,7 +22,7 @@ import type { AppviewConfig } from "../config.ts";
 import { openIndexDb } from "../db/open.ts";
 import { PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";
-import { DidResolver, type HandleResolver } from "./did_resolver.ts";
+import { DidResolver, type HandleResolver, type ResolvedHandle } from "./did_resolver.ts";
 
 /** Spec part 8: DIDs per batch. */
 export const HANDLE_SYNC_BATCH_SIZE = 100;
@@ -153,17 +153,20 @@ export class HandleSync {
     const worker = async () => {
       while (next < dids.length && !signal.aborted) {
         const did = dids[next++];
-        let handle: string;
+        let resolved: ResolvedHandle;
         try {
-          handle = await this.#resolver.resolveHandle(did, signal);
+          resolved = await this.#resolver.resolve(did, signal);
         } catch (e) {
           result.failed++;
           if (!signal.aborted) this.#log.debug("Handle not resolved", { did, error: e });
           continue;
         }
         try {
-          this.#writer.applyOps([{ kind: "handle", did, handle }]);
-          result.resolved++;
+          // A handle from a DID document cannot take one another DID holds (applyOps skips
+          // the op and counts a handle_conflict); the account host's answer can.
+          const { applied } = this.#writer.applyOps([{ kind: "handle", did, ...resolved }]);
+          if (applied === 1) result.resolved++;
+          else result.failed++;
         } catch (e) {
           result.failed++;
           this.#log.error("Resolved handle not stored", { did, error: e });

@@ -5,7 +5,7 @@ import { silentLogger } from "../../shared/log.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import { makeTempDir, serveOnPort0, waitFor } from "../../tests/_util.ts";
 import { openIndexDb } from "../db/open.ts";
-import { IndexWriter } from "../ingest/apply_ops.ts";
+import { IndexWriter, placeholderHandle } from "../ingest/apply_ops.ts";
 import { DidResolver } from "./did_resolver.ts";
 import { HandleSync } from "./handle_sync.ts";
 
@@ -68,6 +68,45 @@ Deno.test("HandleSync rejects a batch size or concurrency below 1", () => {
       name: "RangeError",
       message: "Concurrency must be a positive integer: 1.5",
     });
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("a DID document claiming a local user's handle cannot take it (no hijack)", async () => {
+  await using dir = await makeTempDir();
+  const db = openIndexDb(`${dir.path}/appview.sqlite`);
+  const alice = `did:plc:${"a".repeat(24)}`;
+  // A hostile did:web document names Alice's handle; the account host does not know the DID.
+  let evil = "";
+  await using web = serveOnPort0(() =>
+    Response.json({ id: evil, alsoKnownAs: ["at://alice.test"] })
+  );
+  evil = `did:web:localhost%3A${web.port}`;
+  await using pds = serveOnPort0(async (req) => {
+    const { handle } = await req.json();
+    return handle === alice
+      ? Response.json({ did: alice, handle: "alice.test" })
+      : Response.json({ error: "HandleNotFound" }, { status: 400 });
+  });
+  try {
+    const writer = new IndexWriter(db);
+    writer.applyOps([post(alice, "a1"), post(evil, "e1")]);
+    const resolver = new DidResolver({ pdsUrl: pds.url, plcUrl: pds.url, allowPrivate: true });
+    const sync = new HandleSync(db, { resolver, log: silentLogger, writer });
+    assert.deepEqual(await sync.runOnce(), { attempted: 2, resolved: 1, failed: 1 });
+    const handles = db.prepare("SELECT did, handle FROM profiles ORDER BY did").all();
+    assert.deepEqual(
+      handles.map((r) => [r.did, r.handle]).sort(),
+      [
+        [alice, "alice.test"],
+        [evil, null],
+      ].sort(),
+    );
+    const posts = db.prepare("SELECT did, handle FROM posts ORDER BY did").all();
+    assert.equal(posts.find((r) => r.did === alice)?.handle, "alice.test");
+    assert.equal(posts.find((r) => r.did === evil)?.handle, placeholderHandle(evil));
+    assert.equal(writer.stats().skippedByReason.handle_conflict, 1);
   } finally {
     db.close();
   }
