@@ -10,7 +10,7 @@
 import { createLogger, type Logger } from "../shared/log.ts";
 import { createAppviewApp } from "./app.ts";
 import { createTokenVerifier } from "./auth/verifier.ts";
-import type { AppviewConfig } from "./config.ts";
+import { type AppviewConfig, ConfigError } from "./config.ts";
 import type { AppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
@@ -79,10 +79,19 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       const warmUp = verifier.keySource.warmUp();
       stops.push(() => warmUp);
       const app = createAppviewApp(ctx, { verifier });
-      const server = Deno.serve(
-        { hostname: config.hostname, port: config.port, onListen() {} },
-        app.fetch,
-      );
+      let server: Deno.HttpServer<Deno.NetAddr>;
+      try {
+        server = Deno.serve(
+          { hostname: config.hostname, port: config.port, onListen() {} },
+          app.fetch,
+        );
+      } catch (err) {
+        if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+        throw new ConfigError(
+          `APPVIEW_PORT: address ${config.hostname}:${config.port} is already in use; set APPVIEW_PORT to a free port`,
+          { cause: err },
+        );
+      }
       stops.push(async () => {
         await server.shutdown();
         await server.finished;

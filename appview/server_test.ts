@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../shared/nsid.ts";
 import { makeTempDir, startFakeJetstream, waitFor } from "../tests/_util.ts";
-import { loadAppviewConfig } from "./config.ts";
+import { ConfigError, loadAppviewConfig } from "./config.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_LOCAL, CONSUMER_PUBLIC, readConsumerStatus } from "./db/state.ts";
 import { didOf, postOp, uriOf } from "./ingest/_fixtures.ts";
@@ -103,4 +103,27 @@ Deno.test("startAppview with HTTP off serves nothing and returns a null url", as
   });
   assert.equal(appview.url, null);
   assert.equal(appview.localConsumer, null);
+});
+
+Deno.test("startAppview on a port already in use fails naming APPVIEW_PORT and the address", async () => {
+  await using dir = await makeTempDir();
+  using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  const config = loadAppviewConfig({
+    DATA_DIR: dir.path,
+    APPVIEW_HOSTNAME: "127.0.0.1",
+    APPVIEW_PORT: String(port),
+    PDS_INTERNAL_URL: "http://127.0.0.1:9",
+  });
+  await assert.rejects(
+    startAppview({
+      config,
+      log: captureLogger().log,
+      components: { localConsumer: false, publicConsumer: false, handleSync: false },
+    }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      err.message ===
+        `APPVIEW_PORT: address 127.0.0.1:${port} is already in use; set APPVIEW_PORT to a free port`,
+  );
 });

@@ -98,10 +98,20 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
   const initial = loadPdsConfig(env);
   const hostname = opts.hostname ?? initial.hostname;
   let app: Hono<PdsEnv> | null = null;
-  const server = Deno.serve(
-    { hostname, port: opts.port ?? initial.port, onListen() {} },
-    (req, info) => app ? app.fetch(req, info) : new Response("starting", { status: 503 }),
-  );
+  const listenPort = opts.port ?? initial.port;
+  let server: Deno.HttpServer<Deno.NetAddr>;
+  try {
+    server = Deno.serve(
+      { hostname, port: listenPort, onListen() {} },
+      (req, info) => app ? app.fetch(req, info) : new Response("starting", { status: 503 }),
+    );
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+    throw new ConfigError(
+      `PDS_PORT: address ${hostname}:${listenPort} is already in use; set PDS_PORT to a free port`,
+      { cause: err },
+    );
+  }
   const port = server.addr.port;
   const urlHost = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname;
   const url = `http://${urlHost.includes(":") ? `[${urlHost}]` : urlHost}:${port}`;

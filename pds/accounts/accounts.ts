@@ -47,6 +47,15 @@ export class AccountError extends Error {
  */
 export const INVALID_INVITE_MESSAGE = "Invite code is invalid or has no uses left";
 
+/**
+ * Longest DID looked up. DID syntax allows 2,048 characters but a Deno KV key holds at most 2,048
+ * bytes in all (a record key adds a collection and an rkey); hosted DIDs are far shorter.
+ */
+export const MAX_LOOKUP_DID_LENGTH = 1024;
+
+/** Longest invite code looked up (generated codes have 17 characters). */
+export const MAX_INVITE_CODE_LENGTH = 64;
+
 /** Shortest handle label in front of the domain. */
 export const MIN_HANDLE_LABEL = 3;
 
@@ -71,7 +80,8 @@ export async function createAccount(ctx: PdsContext, input: CreateAccountInput):
   const handle = checkHandle(ctx, input.handle);
   checkPassword(input.password);
   const code = input.inviteCode ?? "";
-  if (ctx.config.inviteRequired && code === "") {
+  // Empty and oversized codes (too long for a KV key) fail exactly like unknown ones.
+  if (ctx.config.inviteRequired && (code === "" || code.length > MAX_INVITE_CODE_LENGTH)) {
     throw new AccountError("InvalidInviteCode", INVALID_INVITE_MESSAGE);
   }
 
@@ -157,20 +167,28 @@ function checkPassword(password: unknown): void {
   }
 }
 
-/** Reads an account by DID. */
+/** True when `did` is DID syntax short enough to be looked up. */
+export function isLookupDid(did: string): boolean {
+  return did.length <= MAX_LOOKUP_DID_LENGTH && isValidDid(did);
+}
+
+/** Reads an account by DID (null for DIDs too long to be a key). */
 export async function getAccount(kv: Deno.Kv, did: string): Promise<Account | null> {
+  if (did.length > MAX_LOOKUP_DID_LENGTH) return null;
   return (await kv.get<Account>(accountKey(did))).value;
 }
 
-/** The DID of a (case-insensitive) handle, or null. */
+/** The DID of a (case-insensitive) handle, or null (also for anything not handle syntax). */
 export async function getDidForHandle(kv: Deno.Kv, handle: string): Promise<string | null> {
-  return (await kv.get<string>(handleKey(normalizeHandle(handle.trim())))).value;
+  const normalized = normalizeHandle(handle.trim());
+  if (!isValidHandle(normalized)) return null;
+  return (await kv.get<string>(handleKey(normalized))).value;
 }
 
 /** Finds an account by login identifier: a DID, or a handle (case-insensitive). */
 export async function findAccount(kv: Deno.Kv, identifier: string): Promise<Account | null> {
   const id = identifier.trim();
-  if (id.startsWith("did:")) return isValidDid(id) ? await getAccount(kv, id) : null;
+  if (id.startsWith("did:")) return isLookupDid(id) ? await getAccount(kv, id) : null;
   if (!isValidHandle(id)) return null;
   const did = await getDidForHandle(kv, id);
   return did === null ? null : await getAccount(kv, did);

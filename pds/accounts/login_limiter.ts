@@ -1,7 +1,12 @@
 /**
- * Failed-login limiting per client address: after `maxFailures` failed logins within `windowMs`
- * an address is refused (429) until the window that began with its first failure ends. A success
- * does not reset the count, so an attacker cannot interleave logins to a known account.
+ * Failed-login limiting. Failures are counted per (client address, normalised identifier) pair
+ * and per identifier across all addresses: after `maxFailures` failures of one pair, or
+ * `maxFailuresPerIdentifier` of one identifier, within `windowMs`, logins of that pair (or of that
+ * identifier from anywhere) are refused (429) until the window that began with its first failure
+ * ends. Keying by identifier means one client guessing passwords (or many clients behind one
+ * reverse proxy address) cannot lock other accounts out, and the per-identifier count stops
+ * guesses at one account spread over many addresses. A success does not reset a count, so an
+ * attacker cannot interleave logins to a known account.
  *
  * In memory: per process, lost on restart. That bounds online guessing, which is its purpose.
  *
@@ -10,58 +15,111 @@
 
 /** Options of {@link LoginLimiter}. */
 export interface LoginLimiterOptions {
-  /** Failures allowed per window (default 10). */
+  /** Failures allowed per (address, identifier) pair per window (default 10). */
   maxFailures?: number;
+  /** Failures allowed per identifier, from all addresses, per window (default 50). */
+  maxFailuresPerIdentifier?: number;
   /** Window length in ms (default 15 minutes). */
   windowMs?: number;
-  /** Tracked addresses before expired entries are swept (default 10,000). */
+  /** Tracked pairs (and identifiers) before expired entries are swept (default 10,000). */
   maxEntries?: number;
 }
 
-/** Counts failed logins per address. */
+/** Which count refused a login. */
+export type LoginLimitScope = "address" | "identifier";
+
+/** Longest identifier kept as a key (handles are at most 253 characters, hosted DIDs far less). */
+const MAX_IDENTIFIER_KEY = 300;
+
+interface Entry {
+  count: number;
+  resetAt: number;
+}
+
+/** Counts failed logins per (address, identifier) pair and per identifier. */
 export class LoginLimiter {
   readonly maxFailures: number;
+  readonly maxFailuresPerIdentifier: number;
   readonly windowMs: number;
   #maxEntries: number;
-  #entries = new Map<string, { count: number; resetAt: number }>();
+  #pairs = new Map<string, Entry>();
+  #identifiers = new Map<string, Entry>();
 
   constructor(opts: LoginLimiterOptions = {}) {
     this.maxFailures = opts.maxFailures ?? 10;
+    this.maxFailuresPerIdentifier = opts.maxFailuresPerIdentifier ?? 50;
     this.windowMs = opts.windowMs ?? 15 * 60 * 1000;
     this.#maxEntries = opts.maxEntries ?? 10_000;
   }
 
-  /** Seconds until `address` may try again, or 0 when it may try now. */
-  retryAfterSeconds(address: string, nowMs: number): number {
-    const entry = this.#entries.get(address);
-    if (!entry) return 0;
-    if (nowMs >= entry.resetAt) {
-      this.#entries.delete(address);
-      return 0;
-    }
-    return entry.count >= this.maxFailures ? Math.ceil((entry.resetAt - nowMs) / 1000) : 0;
+  /**
+   * Seconds until `address` may try `identifier` again and the count that refuses it, or null
+   * when it may try now.
+   */
+  check(
+    address: string,
+    identifier: string,
+    nowMs: number,
+  ): { retryAfter: number; scope: LoginLimitScope } | null {
+    const id = normalizeIdentifier(identifier);
+    const byId = this.#retry(this.#identifiers, id, this.maxFailuresPerIdentifier, nowMs);
+    const byPair = this.#retry(this.#pairs, pairKey(address, id), this.maxFailures, nowMs);
+    if (byId === 0 && byPair === 0) return null;
+    return byId >= byPair
+      ? { retryAfter: byId, scope: "identifier" }
+      : { retryAfter: byPair, scope: "address" };
   }
 
-  /** Records one failed login of `address`. */
-  recordFailure(address: string, nowMs: number): void {
-    const entry = this.#entries.get(address);
+  /** Seconds until `address` may try `identifier` again, or 0 when it may try now. */
+  retryAfterSeconds(address: string, identifier: string, nowMs: number): number {
+    return this.check(address, identifier, nowMs)?.retryAfter ?? 0;
+  }
+
+  /** Records one failed login of `identifier` from `address`. */
+  recordFailure(address: string, identifier: string, nowMs: number): void {
+    const id = normalizeIdentifier(identifier);
+    this.#bump(this.#identifiers, id, nowMs);
+    this.#bump(this.#pairs, pairKey(address, id), nowMs);
+  }
+
+  #retry(map: Map<string, Entry>, key: string, max: number, nowMs: number): number {
+    const entry = map.get(key);
+    if (!entry) return 0;
+    if (nowMs >= entry.resetAt) {
+      map.delete(key);
+      return 0;
+    }
+    return entry.count >= max ? Math.ceil((entry.resetAt - nowMs) / 1000) : 0;
+  }
+
+  #bump(map: Map<string, Entry>, key: string, nowMs: number): void {
+    const entry = map.get(key);
     if (entry && nowMs < entry.resetAt) {
       entry.count++;
       return;
     }
-    if (this.#entries.size >= this.#maxEntries) this.#sweep(nowMs);
-    this.#entries.set(address, { count: 1, resetAt: nowMs + this.windowMs });
+    if (map.size >= this.#maxEntries) this.#sweep(map, nowMs);
+    map.set(key, { count: 1, resetAt: nowMs + this.windowMs });
   }
 
-  #sweep(nowMs: number): void {
-    for (const [address, entry] of this.#entries) {
-      if (nowMs >= entry.resetAt) this.#entries.delete(address);
+  #sweep(map: Map<string, Entry>, nowMs: number): void {
+    for (const [key, entry] of map) {
+      if (nowMs >= entry.resetAt) map.delete(key);
     }
     // Still full of live entries: forget the oldest rather than grow without bound.
-    while (this.#entries.size >= this.#maxEntries) {
-      const oldest = this.#entries.keys().next().value;
+    while (map.size >= this.#maxEntries) {
+      const oldest = map.keys().next().value;
       if (oldest === undefined) break;
-      this.#entries.delete(oldest);
+      map.delete(oldest);
     }
   }
+}
+
+/** The form an identifier is counted under: trimmed, lower-case, bounded. */
+export function normalizeIdentifier(identifier: string): string {
+  return identifier.trim().toLowerCase().slice(0, MAX_IDENTIFIER_KEY);
+}
+
+function pairKey(address: string, identifier: string): string {
+  return `${address}\n${identifier}`;
 }

@@ -51,23 +51,46 @@ async function eventTimeAtOrAfter(kv: Deno.Kv, seq: number): Promise<number | nu
   return Number.isNaN(time) ? null : time;
 }
 
-async function deleteEventsBefore(kv: Deno.Kv, seq: number): Promise<number> {
-  const events = new Set<number>();
+/**
+ * Deletes every stored event with a seq below `seq`, at most `batch` keys per atomic operation
+ * (more only for one event of more chunks, which was written in one operation). A batch is cut
+ * only at an event boundary, so an interruption never leaves part of an event behind.
+ */
+export async function deleteEventsBefore(
+  kv: Deno.Kv,
+  seq: number,
+  batch = DELETE_BATCH,
+): Promise<number> {
+  let count = 0;
   let keys: Deno.KvKey[] = [];
+  let current: Deno.KvKey[] = [];
+  let currentSeq = -1;
   const flush = async () => {
+    if (keys.length === 0) return;
     const op = kv.atomic();
     for (const key of keys) op.delete(key);
     await op.commit();
     keys = [];
   };
+  const endEvent = async () => {
+    if (current.length === 0) return;
+    if (keys.length + current.length > batch) await flush();
+    keys.push(...current);
+    current = [];
+  };
   const iter = kv.list({ start: seqEventPrefix(), end: seqEventChunkKey(seq, 0) });
   for await (const entry of iter) {
-    keys.push(entry.key);
-    events.add(entry.key[1] as number);
-    if (keys.length >= DELETE_BATCH) await flush();
+    const entrySeq = entry.key[1] as number;
+    if (entrySeq !== currentSeq) {
+      await endEvent();
+      currentSeq = entrySeq;
+      count++;
+    }
+    current.push(entry.key);
   }
-  if (keys.length > 0) await flush();
-  return events.size;
+  await endEvent();
+  await flush();
+  return count;
 }
 
 /** Runs {@link pruneEvents} at start and then every `intervalMs`. */

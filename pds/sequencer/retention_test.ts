@@ -2,10 +2,11 @@
 // (spec 6.1 rule 5; reference atproto.md 6.3).
 
 import assert from "node:assert/strict";
-import { waitFor } from "../../tests/_util.ts";
+import { makeTempDir, waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, testClock } from "../_test_helpers.ts";
 import { readHeadSeq, readOldestSeq } from "./event_log.ts";
-import { pruneEvents } from "./retention.ts";
+import { deleteEventsBefore, pruneEvents } from "./retention.ts";
+import { seqEventChunkKey } from "../store/keys.ts";
 import { streamServicesFor } from "./services.ts";
 import { StreamClient } from "./_stream_test_util.ts";
 import { applyWrites } from "../repo/service.ts";
@@ -82,4 +83,51 @@ Deno.test("when every event has aged out, the head stays, the next commit takes 
   await client.waitForSeq(4);
   assert.deepEqual(client.commitSeqs, [4]);
   await client.close();
+});
+
+Deno.test("pruning deletes each multi-chunk event in one atomic operation, never split across two", async () => {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/kv.sqlite3`);
+  try {
+    // Events 1-4 of two chunks, event 5 of one, event 6 kept.
+    for (let seq = 1; seq <= 6; seq++) {
+      for (let c = 0; c < (seq === 5 ? 1 : 2); c++) {
+        await kv.set(seqEventChunkKey(seq, c), new Uint8Array([seq, c]));
+      }
+    }
+    const commits: string[][] = [];
+    const recording = new Proxy(kv, {
+      get(target, prop) {
+        if (prop === "atomic") {
+          return () => {
+            const op = target.atomic();
+            const keys: string[] = [];
+            const spy = {
+              delete(key: Deno.KvKey) {
+                keys.push(`${String(key[1])}.${String(key[2])}`);
+                op.delete(key);
+                return spy;
+              },
+              commit() {
+                commits.push(keys);
+                return op.commit();
+              },
+            };
+            return spy;
+          };
+        }
+        const value = Reflect.get(target, prop, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    assert.equal(await deleteEventsBefore(recording, 6, 3), 5);
+    assert.deepEqual(commits, [["1.0", "1.1"], ["2.0", "2.1"], ["3.0", "3.1"], [
+      "4.0",
+      "4.1",
+      "5.0",
+    ]]);
+    assert.equal(await readOldestSeq(kv), 6);
+  } finally {
+    kv.close();
+  }
 });

@@ -29,6 +29,10 @@ export interface StreamLimits {
   maxQueuedFrames: number;
   /** Events read per stored-replay batch (default 200). */
   replayBatch: number;
+  /** Open connections beyond which new ones are refused (default 2,000). */
+  maxConnections: number;
+  /** Open connections per client address beyond which its new ones are refused (default 100). */
+  maxConnectionsPerAddress: number;
 }
 
 /** Default {@link StreamLimits}. */
@@ -36,6 +40,8 @@ export const DEFAULT_STREAM_LIMITS: Readonly<StreamLimits> = Object.freeze({
   maxBufferedBytes: 4 * 1024 * 1024,
   maxQueuedFrames: 500,
   replayBatch: 200,
+  maxConnections: 2000,
+  maxConnectionsPerAddress: 100,
 });
 
 /** `#info` name for a consumer whose position is gone from the stream (reference 6.2). */
@@ -61,6 +67,7 @@ export class StreamHub {
   readonly #broadcaster: Broadcaster;
   readonly #log: Logger;
   readonly #connections = new Set<Subscription>();
+  readonly #perAddress = new Map<string, number>();
   #limits: StreamLimits;
 
   constructor(opts: {
@@ -90,8 +97,19 @@ export class StreamHub {
     return this.#connections.size;
   }
 
-  /** Serves an upgraded socket; `cursor` null means live only. */
-  serve(socket: WebSocket, cursor: number | null): void {
+  /**
+   * Which connection limit a new connection from `address` would exceed, or null when it may be
+   * opened. Checked before the upgrade; {@link serve} then counts it.
+   */
+  admission(address: string): "total" | "address" | null {
+    if (this.#connections.size >= this.#limits.maxConnections) return "total";
+    const open = this.#perAddress.get(address) ?? 0;
+    return open >= this.#limits.maxConnectionsPerAddress ? "address" : null;
+  }
+
+  /** Serves an upgraded socket of a client at `address`; `cursor` null means live only. */
+  serve(socket: WebSocket, cursor: number | null, address = "unknown"): void {
+    this.#perAddress.set(address, (this.#perAddress.get(address) ?? 0) + 1);
     const sub = new Subscription({
       socket,
       cursor,
@@ -99,7 +117,12 @@ export class StreamHub {
       broadcaster: this.#broadcaster,
       log: this.#log,
       limits: this.#limits,
-      onClosed: () => this.#connections.delete(sub),
+      onClosed: () => {
+        if (!this.#connections.delete(sub)) return;
+        const left = (this.#perAddress.get(address) ?? 1) - 1;
+        if (left > 0) this.#perAddress.set(address, left);
+        else this.#perAddress.delete(address);
+      },
     });
     this.#connections.add(sub);
   }

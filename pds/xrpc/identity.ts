@@ -8,9 +8,9 @@
  */
 
 import { Hono } from "hono";
-import { isValidDid, isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
+import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
-import { type Account, getAccount, getDidForHandle } from "../accounts/accounts.ts";
+import { type Account, getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
 import { getAccountKeyPair } from "../accounts/account_keys.ts";
 import { accountDidDocument, serviceDidDocument } from "../accounts/did_doc.ts";
 import { XrpcError } from "./errors.ts";
@@ -44,7 +44,8 @@ export function identityRoutes(ctx: PdsContext): Hono<PdsEnv> {
   app.get("/xrpc/com.atproto.identity.resolveDid", async (c) => {
     const did = c.req.query("did")?.trim();
     if (!did) throw new XrpcError(400, "InvalidRequest", "Parameter did is required");
-    const account = isValidDid(did) ? await getAccount(ctx.kv, did) : null;
+    if (!isLookupDid(did)) throw new XrpcError(400, "InvalidRequest", `Invalid did: ${q(did)}`);
+    const account = await getAccount(ctx.kv, did);
     const keyPair = account === null ? null : await getAccountKeyPair(ctx.kv, did);
     if (account === null || keyPair === null) {
       throw new XrpcError(400, "DidNotFound", `DID not found: ${q(did)}`);
@@ -85,7 +86,7 @@ export function wellKnownRoutes(ctx: PdsContext): Hono<PdsEnv> {
 }
 
 async function lookup(ctx: PdsContext, value: string): Promise<Account | null> {
-  if (value.startsWith("did:")) return isValidDid(value) ? await getAccount(ctx.kv, value) : null;
+  if (value.startsWith("did:")) return isLookupDid(value) ? await getAccount(ctx.kv, value) : null;
   if (!isValidHandle(value)) return null;
   const did = await getDidForHandle(ctx.kv, normalizeHandle(value));
   return did === null ? null : await getAccount(ctx.kv, did);

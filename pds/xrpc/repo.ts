@@ -6,10 +6,10 @@
  */
 
 import { type Context, Hono } from "hono";
-import { isValidDid, isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
+import { isValidHandle, isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
 import { parseAtUri } from "../../shared/at_uri.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
-import { getAccount, getDidForHandle } from "../accounts/accounts.ts";
+import { getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
 import { getAccountKeyPair } from "../accounts/account_keys.ts";
 import { accountDidDocument } from "../accounts/did_doc.ts";
 import { requireAccess } from "../auth/access.ts";
@@ -87,17 +87,31 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
 
   app.post(`/xrpc/${NSID}.deleteRecord`, requireAccess(ctx), async (c) => {
     const body = await readJsonBody(c);
-    const did = await ownRepo(ctx, c, body.repo);
     let collection = optional(body, "collection");
     let rkey = optional(body, "rkey");
-    // Spec 4.1: a record URI is accepted in place of collection and rkey.
+    // Spec 4.1: a record URI is accepted in place of repo, collection and rkey; given together,
+    // they must name the same record.
     const uri = optional(body, "uri");
-    if (uri !== undefined && (collection === undefined || rkey === undefined)) {
+    let did: string;
+    if (uri === undefined) {
+      did = await ownRepo(ctx, c, body.repo);
+    } else {
+      let parsed;
       try {
-        ({ collection, rkey } = parseAtUri(uri));
+        parsed = parseAtUri(uri);
       } catch (err) {
         throw new XrpcError(400, "InvalidRequest", (err as Error).message);
       }
+      did = await ownRepo(ctx, c, body.repo ?? parsed.authority);
+      if (body.repo !== undefined && body.repo !== null) {
+        const named = await resolveRepo(ctx, parsed.authority).catch(() => null);
+        if (named !== did) throw uriMismatch("repo", String(body.repo), uri);
+      }
+      if (collection !== undefined && collection !== parsed.collection) {
+        throw uriMismatch("collection", collection, uri);
+      }
+      if (rkey !== undefined && rkey !== parsed.rkey) throw uriMismatch("rkey", rkey, uri);
+      ({ collection, rkey } = parsed);
     }
     if (collection === undefined) throw missing("collection");
     if (rkey === undefined) throw missing("rkey");
@@ -154,6 +168,10 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
     }
     const limit = parseLimit(c.req.query("limit"), 50, 100);
     const cursor = c.req.query("cursor") || undefined;
+    // The cursor is the last rkey returned; anything else (say, too long for a KV key) is refused.
+    if (cursor !== undefined && !isValidRecordKey(cursor)) {
+      throw new XrpcError(400, "InvalidRequest", `Invalid cursor: ${q(cursor)}`);
+    }
     const reverse = parseBool(c.req.query("reverse"), "reverse");
     return c.json(await listRecords(ctx.kv, did, collection, { limit, cursor, reverse }));
   });
@@ -207,8 +225,13 @@ export function toXrpcError(err: unknown): unknown {
 export async function resolveRepo(ctx: PdsContext, repo: unknown): Promise<string> {
   if (typeof repo !== "string" || repo.trim() === "") throw missing("repo");
   const id = repo.trim();
-  const did = id.startsWith("did:")
-    ? (isValidDid(id) && await getAccount(ctx.kv, id) ? id : null)
+  const isDid = id.startsWith("did:");
+  // Checked before any KV read: an oversized value would exceed the KV key size (a 500).
+  if (isDid ? !isLookupDid(id) : !isValidHandle(id)) {
+    throw new XrpcError(400, "InvalidRequest", `Invalid repo: ${q(id)}`);
+  }
+  const did = isDid
+    ? (await getAccount(ctx.kv, id) ? id : null)
     : await getDidForHandle(ctx.kv, id);
   if (did === null) throw repoNotFound(id);
   return did;
@@ -298,6 +321,14 @@ function parseBool(raw: string | undefined, name: string): boolean {
 
 function missing(name: string): XrpcError {
   return new XrpcError(400, "InvalidRequest", `Member ${name} is required`);
+}
+
+function uriMismatch(name: string, value: string, uri: string): XrpcError {
+  return new XrpcError(
+    400,
+    "InvalidRequest",
+    `Member ${name} ${q(value)} does not match member uri ${q(uri)}`,
+  );
 }
 
 function repoNotFound(repo: string): XrpcError {

@@ -19,7 +19,10 @@ import { optionalString, readJsonBody } from "./json_body.ts";
 
 /** Options of {@link serverRoutes}. */
 export interface ServerRoutesOptions {
-  /** Failed-login limiter (default: 10 failures per address per 15 minutes). */
+  /**
+   * Failed-login limiter (default: per 15 minutes, 10 failures per address and identifier, 50
+   * per identifier).
+   */
   loginLimiter?: LoginLimiter;
 }
 
@@ -65,20 +68,22 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
 
   app.post("/xrpc/com.atproto.server.createSession", async (c) => {
     const address = clientAddress(c);
-    const retryAfter = limiter.retryAfterSeconds(address, ctx.now());
-    if (retryAfter > 0) {
-      throw new XrpcError(
-        429,
-        "RateLimitExceeded",
-        `Too many failed logins from this address; retry in ${retryAfter} seconds`,
-        { "Retry-After": String(retryAfter) },
-      );
-    }
     const body = await readJsonBody(c);
     const identifier = optionalString(body, "identifier") ?? "";
     const password = optionalString(body, "password") ?? "";
     if (identifier === "" || password === "") {
       throw new XrpcError(400, "InvalidRequest", "Members identifier and password are required");
+    }
+    // Counted per (address, identifier) and per identifier: one client cannot lock others out.
+    const limited = limiter.check(address, identifier, ctx.now());
+    if (limited !== null) {
+      const who = limited.scope === "address" ? "from this address" : "for this account";
+      throw new XrpcError(
+        429,
+        "RateLimitExceeded",
+        `Too many failed logins ${who}; retry in ${limited.retryAfter} seconds`,
+        { "Retry-After": String(limited.retryAfter) },
+      );
     }
     const account = password.length > MAX_PASSWORD_LENGTH
       ? null
@@ -87,7 +92,7 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
       ? (await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH)), false)
       : await verifyPassword(password, account.passwordHash);
     if (!ok || account === null) {
-      limiter.recordFailure(address, ctx.now());
+      limiter.recordFailure(address, identifier, ctx.now());
       throw new XrpcError(401, "AuthenticationRequired", LOGIN_FAILED_MESSAGE);
     }
     return c.json({ ...(await startSession(ctx, account)), active: true });
@@ -127,7 +132,7 @@ async function tokenCall<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /** The peer address of the connection (Deno's serve info is Hono's `c.env`); "unknown" in-process. */
-function clientAddress(c: Context): string {
+export function clientAddress(c: Context): string {
   const info = c.env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
   return info?.remoteAddr?.hostname ?? "unknown";
 }

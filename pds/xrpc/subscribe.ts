@@ -1,8 +1,9 @@
 /**
- * `GET /xrpc/com.atproto.sync.subscribeRepos`: validates the cursor before the WebSocket
- * upgrade (400 `InvalidRequest`), then hands the socket to the stream hub (`pds/sequencer/
- * stream.ts`). Uses `Deno.upgradeWebSocket` directly: the connection logic needs the raw socket
- * (`bufferedAmount`) and sends pre-encoded frame bytes.
+ * `GET /xrpc/com.atproto.sync.subscribeRepos`: validates the cursor (400 `InvalidRequest`) and
+ * the connection caps (503 `ConsumerLimitReached` in total, 429 per address) before the WebSocket
+ * upgrade, then hands the socket to the stream hub (`pds/sequencer/stream.ts`). Uses
+ * `Deno.upgradeWebSocket` directly: the connection logic needs the raw socket (`bufferedAmount`)
+ * and sends pre-encoded frame bytes.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { streamServicesFor } from "../sequencer/services.ts";
 import { XrpcError } from "./errors.ts";
+import { clientAddress } from "./server.ts";
 
 /**
  * Seconds without any data from the consumer before the server pings it and, without a pong in
@@ -33,10 +35,27 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
     }
     const services = streamServicesFor(ctx);
     if (!services) throw new XrpcError(503, "NotEnoughResources", "Event stream is not running");
+    // Connection caps, checked before the upgrade (nothing awaits between here and serve()).
+    const address = clientAddress(c);
+    const refused = services.hub.admission(address);
+    if (refused !== null) {
+      const { maxConnections, maxConnectionsPerAddress } = services.hub.limits;
+      throw refused === "total"
+        ? new XrpcError(
+          503,
+          "ConsumerLimitReached",
+          `Too many subscribeRepos connections: the limit is ${maxConnections}`,
+        )
+        : new XrpcError(
+          429,
+          "RateLimitExceeded",
+          `Too many subscribeRepos connections from address ${address}: the limit is ${maxConnectionsPerAddress}`,
+        );
+    }
     const { socket, response } = Deno.upgradeWebSocket(c.req.raw, {
       idleTimeout: STREAM_IDLE_TIMEOUT_S,
     });
-    services.hub.serve(socket, cursor);
+    services.hub.serve(socket, cursor, address);
     return response;
   });
   return app;

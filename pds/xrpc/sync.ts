@@ -7,9 +7,10 @@
 
 import { type Context, Hono } from "hono";
 import { parseCid } from "../../shared/cid.ts";
-import { isValidDid, isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
+import { isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
 import { isValidTid } from "../../shared/tid.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
+import { isLookupDid } from "../accounts/accounts.ts";
 import {
   exportRepoCar,
   getBlocksCar,
@@ -71,6 +72,8 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
   app.get(`/xrpc/${NSID}.listRepos`, async (c) => {
     const limit = parseLimit(c.req.query("limit"), 500, 1000);
     const cursor = c.req.query("cursor") || undefined;
+    // The cursor is the last DID returned; anything else (say, too long for a KV key) is refused.
+    if (cursor !== undefined && !isLookupDid(cursor)) throw invalid("cursor", cursor);
     return c.json(await listRepos(ctx.kv, { limit, cursor }));
   });
 
@@ -119,7 +122,7 @@ function requireParam(c: Context, name: string): string {
 
 function requireDid(c: Context): string {
   const did = requireParam(c, "did");
-  if (!isValidDid(did)) throw invalid("did", did);
+  if (!isLookupDid(did)) throw invalid("did", did);
   return did;
 }
 

@@ -55,6 +55,8 @@ async function runFanout(
     hostname: "127.0.0.1",
     port: 0,
     log: silentLogger,
+    // Every subscriber connects from 127.0.0.1: lift the per-address cap (default 100).
+    stream: { limits: { maxConnectionsPerAddress: subscribers } },
   });
   const worker = new Worker(new URL("./_fanout_worker.ts", import.meta.url), { type: "module" });
   try {

@@ -1,0 +1,83 @@
+// Failed-login limiting per (address, identifier) and per identifier (spec 4.1, 8; DESIGN.md
+// section 4 "Passwords"): behind a reverse proxy every client has one address, so one client's
+// wrong passwords must not lock other accounts out.
+
+import assert from "node:assert/strict";
+import { createTestApp, signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import { LoginLimiter } from "../accounts/login_limiter.ts";
+
+const PASSWORD = "correct horse battery";
+
+Deno.test("ten wrong passwords for one account from an address do not lock out other accounts from that address", async () => {
+  await using s = await startTestServer();
+  await signUp(s.url, "fred.test");
+  await signUp(s.url, "gina.test");
+  for (let i = 0; i < 10; i++) {
+    const res = await xrpcPost(s.url, "com.atproto.server.createSession", {
+      identifier: i % 2 === 0 ? "fred.test" : " FRED.test ",
+      password: `guess ${i} guess`,
+    });
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  }
+  const fred = await xrpcPost(s.url, "com.atproto.server.createSession", {
+    identifier: "fred.test",
+    password: PASSWORD,
+  });
+  assert.equal(fred.status, 429);
+  const retryAfter = Number(fred.headers.get("retry-after"));
+  assert.ok(retryAfter > 0 && retryAfter <= 900, `Retry-After ${retryAfter}`);
+  assert.deepEqual(await fred.json(), {
+    error: "RateLimitExceeded",
+    message: `Too many failed logins from this address; retry in ${retryAfter} seconds`,
+  });
+  const gina = await xrpcPost(s.url, "com.atproto.server.createSession", {
+    identifier: "gina.test",
+    password: PASSWORD,
+  });
+  assert.equal(gina.status, 200);
+  assert.equal((await gina.json()).handle, "gina.test");
+});
+
+Deno.test("fifty wrong passwords for one account spread over many addresses lock that account only", async () => {
+  await using t = await createTestApp();
+  await signUp(t.app, "hana.test");
+  await signUp(t.app, "ivan.test");
+  const login = (address: string, identifier: string, password: string) =>
+    t.app.fetch(
+      new Request("http://localhost/xrpc/com.atproto.server.createSession", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ identifier, password }),
+      }),
+      { remoteAddr: { hostname: address, port: 40000, transport: "tcp" } },
+    );
+  for (let i = 0; i < 50; i++) {
+    const res = await login(`10.0.${i}.1`, "hana.test", `guess ${i} guess`);
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  }
+  const hana = await login("10.9.9.9", "hana.test", PASSWORD);
+  assert.equal(hana.status, 429);
+  const retryAfter = Number(hana.headers.get("retry-after"));
+  assert.deepEqual(await hana.json(), {
+    error: "RateLimitExceeded",
+    message: `Too many failed logins for this account; retry in ${retryAfter} seconds`,
+  });
+  const ivan = await login("10.0.0.1", "ivan.test", PASSWORD);
+  assert.equal(ivan.status, 200);
+  await ivan.body?.cancel();
+});
+
+Deno.test("LoginLimiter counts pairs and identifiers separately and forgets them after the window", () => {
+  const limiter = new LoginLimiter({ maxFailures: 2, maxFailuresPerIdentifier: 3, windowMs: 1000 });
+  limiter.recordFailure("a", "Zed.test", 0);
+  limiter.recordFailure("a", "zed.test ", 10);
+  assert.deepEqual(limiter.check("a", "ZED.TEST", 100), { retryAfter: 1, scope: "address" });
+  assert.equal(limiter.check("b", "zed.test", 100), null);
+  assert.equal(limiter.check("a", "other.test", 100), null);
+  limiter.recordFailure("b", "zed.test", 200);
+  assert.deepEqual(limiter.check("c", "zed.test", 200), { retryAfter: 1, scope: "identifier" });
+  assert.equal(limiter.retryAfterSeconds("c", "zed.test", 1000), 0);
+  assert.equal(limiter.check("a", "zed.test", 1000), null);
+});
