@@ -154,8 +154,9 @@ export function opsFromJetstream(event: unknown): IndexOp[] {
 
 /**
  * Converts a push body of `/internal/ingest-commit` (DESIGN.md section 4, "Push ingest"):
- * `{did, handle?, rev, commit, ops: [{action, collection, rkey, cid, record}]}`. A `handle`
- * gives a leading {@link HandleOp}.
+ * `{did, handle?, rev, since?, commit, ops: [{action, collection, rkey, cid, record}]}` (`since`,
+ * the previous commit's rev, orders pushes against the local stream in the write path). A
+ * `handle` gives a leading {@link HandleOp}.
  *
  * @throws {OpsError} on a malformed payload or op.
  */

@@ -85,8 +85,9 @@ async function openHarness() {
   await Promise.all([stream.waitForClients(1), js.waitForClients(1)]);
   const push = ingestRoutes(ctx);
   const applied = () => {
+    // Every op accounted for: applied, skipped, or passed over with its commit (older rev).
     const s = ctx.writer.stats();
-    return s.applied + s.skipped;
+    return s.applied + s.skipped + s.staleOps;
   };
   const duplicates = () => lines.filter((l) => l.msg === "Duplicate frame dropped").length;
   return {

@@ -8,7 +8,9 @@
  * caller is accepted (the startup warning is logged by `warnRelaxedSettings`).
  *
  * The body is read up to {@link MAX_PUSH_BODY_BYTES} (413 beyond), must be JSON (400 otherwise)
- * and a valid push payload (400 naming the bad field). Success is `{ok: true, applied: n}`.
+ * and a valid push payload (400 naming the bad field). Success is `{ok: true, applied: n}`, plus
+ * `outOfOrder: true` when the commit was passed over because it was already applied or is not the
+ * repository's next commit (`ingest/push.ts`; the local stream delivers it).
  *
  * @module
  */
@@ -41,15 +43,17 @@ export function ingestRoutes(ctx: AppviewContext, opts: { maxBodyBytes?: number 
       log.warn("Push rejected: body is not valid JSON", { bytes: bytes.length });
       throw invalidRequest("Request body is not valid JSON");
     }
-    let applied: number;
+    let result;
     try {
-      applied = applyPush(ctx, payload).applied;
+      result = applyPush(ctx, payload);
     } catch (e) {
       if (!(e instanceof OpsError)) throw e;
       log.warn("Push rejected: malformed payload", { error: e });
       throw invalidRequest(e.message);
     }
-    return c.json({ ok: true, applied });
+    return result.stale
+      ? c.json({ ok: true, applied: result.applied, outOfOrder: true })
+      : c.json({ ok: true, applied: result.applied });
   });
   app.onError((err, c) => {
     if (err instanceof ApiError) return c.json(errorBody(err.error, err.message), err.status);

@@ -31,10 +31,24 @@ DROP INDEX posts_by_parent;
 CREATE INDEX posts_by_parent ON posts (parent_uri, indexed_at, uri) WHERE parent_uri IS NOT NULL;
 `;
 
+/**
+ * Version 3, per-repository ordering of ingest: the rev of the latest commit applied for each
+ * repository (`repo_revs`, see schema.ts). The write path reads it once per commit and writes it in
+ * the transaction of the commit's ops, so a stale or early commit (a delayed push, a rewound
+ * public stream) can no longer undo a later one.
+ */
+const REPO_REVS_V3 = `
+CREATE TABLE repo_revs (
+  did TEXT PRIMARY KEY,
+  rev TEXT NOT NULL
+) WITHOUT ROWID;
+`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
   { version: 2, name: "covering timeline and reply indexes", sql: READ_INDEXES_V2 },
+  { version: 3, name: "latest applied rev per repository", sql: REPO_REVS_V3 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -22,6 +22,7 @@ const TABLES = [
   "posts",
   "posts_fts",
   "profiles",
+  "repo_revs",
   "reposts",
   "schema_migrations",
 ];

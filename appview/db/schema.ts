@@ -64,6 +64,13 @@
  *   the list and a partial (recipient_did, indexed_at) `WHERE read_at IS NULL` for the unread
  *   count and `seen`.
  *
+ * repo_revs (migration 3): did PK, rev (TID of the latest commit of that repository whose ops
+ *   were applied; WITHOUT ROWID). TIDs sort as strings. Gates ingest per commit
+ *   (`IndexWriter.applyOps` option `commit`/`commits`): the local stream applies a commit only
+ *   when its rev is newer, a push only when its `since` equals the stored rev (exactly the next
+ *   commit), Jetstream when its rev is newer or equal (one rev per op of a multi-op commit).
+ *   Written in the transaction of the commit's ops, never moves backwards.
+ *
  * cursors: name PK, value INTEGER, updated_at. One row per stream (spec 6.2 rule 2): the local
  *   stream's `seq` and the public stream's `time_us` never share a row. Names in `state.ts`.
  *

@@ -40,17 +40,24 @@ export interface TestCommit {
   jetstream(firstTimeUs: number): Record<string, unknown>[];
 }
 
+/** The `rev` {@link makeCommit} gives the commit of `seq` (TIDs grow with `seq`). */
+export function revOf(seq: number): string {
+  return encodeTid(1_714_564_800_000_000 + seq, 1);
+}
+
 /**
  * Builds a commit of `ops` (all by the same DID; their CIDs are replaced by the real CIDs of the
- * records' DAG-CBOR blocks, links binary as the account host writes them).
+ * records' DAG-CBOR blocks, links binary as the account host writes them). `since` (the previous
+ * commit's rev, null for a repository's first) goes into the frame and the push body; without it
+ * the frame carries an old fixed rev and the push body none.
  */
 export function makeCommit(
   seq: number,
   ops: readonly RecordOp[],
-  opts: { handle?: string | null } = {},
+  opts: { handle?: string | null; since?: string | null } = {},
 ): TestCommit {
   const did = ops[0].did;
-  const rev = encodeTid(1_714_564_800_000_000 + seq, 1);
+  const rev = revOf(seq);
   const blocks: ({ cid: CID; bytes: Uint8Array } | null)[] = ops.map((op) =>
     op.record === null ? null : encodeBlock(fromLexJson(op.record))
   );
@@ -79,7 +86,7 @@ export function makeCommit(
         repo: did,
         commit: commitBlock.cid,
         rev,
-        since: "3jzfcijpj2z2a",
+        since: opts.since === undefined ? "3jzfcijpj2z2a" : opts.since,
         blocks: writeCar([commitBlock.cid], [commitBlock, ...present]),
         ops: real.map((op, i) => ({
           action: op.action,
@@ -104,6 +111,7 @@ export function makeCommit(
         })),
       };
       if (this.handle !== null) body.handle = this.handle;
+      if (opts.since !== undefined) body.since = opts.since;
       return JSON.parse(JSON.stringify(body));
     },
     jetstream(firstTimeUs) {

@@ -13,6 +13,17 @@
  * past the busy timeout, a full disk) are thrown: nothing of the batch was applied, and the caller
  * retries from its cursor.
  *
+ * Ordering per repository: ops may carry the commit they belong to ({@link CommitRef}, option
+ * `commit` or `commits`). Such a commit is applied only when its rev fits the rev of the latest
+ * commit applied for that repository (`repo_revs`), as its {@link RevGate} says, and that rev is
+ * then stored in the same transaction. So a late push of commit N can no longer re-create a record
+ * that the local stream already deleted in N+1, nor a rewound public stream undo newer commits.
+ * The stored rev is read once per commit (one primary-key lookup; commits of a repository earlier
+ * in the same transaction are remembered for that transaction only) and written once per
+ * repository per transaction. Only record ops are gated: the handle and account ops of a commit
+ * (`HandleOp` of a push, `AccountOp` of a first commit) state current facts, not repository
+ * history, and are applied regardless. A commit passed over is counted (`stale`), not skipped.
+ *
  * @module
  */
 
@@ -57,10 +68,52 @@ export interface IndexWriterOptions {
   batchSize?: number;
 }
 
+/**
+ * When a commit's record ops are applied, given the rev of the latest commit applied for its
+ * repository (none for a repository not seen yet: then always). TIDs compare as strings.
+ * - `"newer"` (local stream: authoritative, in `seq` order per repository): rev greater than the
+ *   stored rev. A commit at or below it was already applied (by push or earlier) and is passed
+ *   over.
+ * - `"next"` (push: best effort, may arrive late or early): exactly the next commit, that is
+ *   `since` equals the stored rev (both null for a repository's first commit) and rev is greater.
+ *   Anything else is passed over and left to the local stream. A push without `since` (an older
+ *   account host) cannot be placed: it is applied when its rev is greater than the stored rev, as
+ *   `"newer"` (the behaviour before revs were tracked, minus re-applying old commits).
+ * - `"newer-or-equal"` (Jetstream: one event per op, the ops of one commit share its rev): rev
+ *   greater than or equal to the stored rev.
+ */
+export type RevGate = "newer" | "next" | "newer-or-equal";
+
+/** The commit a run of ops belongs to. */
+export interface CommitRef {
+  /** Repository DID. */
+  readonly did: string;
+  /** The commit's rev (a TID; callers validate it). */
+  readonly rev: string;
+  /** Rev of the repository's previous commit, null for its first; undefined when not known. */
+  readonly since?: string | null;
+  readonly mode: RevGate;
+}
+
+/** Ops `[start, end)` of one {@link IndexWriter.applyOps} call that make up one commit. */
+export interface CommitSpan {
+  readonly start: number;
+  readonly end: number;
+  readonly commit: CommitRef;
+}
+
 /** Options of one {@link IndexWriter.applyOps} call. */
 export interface ApplyOptions {
   /** Stream cursor stored in the same transaction as the last op (`db/state.ts` names). */
   cursor?: { name: string; value: number };
+  /** Every op of the call belongs to this commit. */
+  commit?: CommitRef;
+  /**
+   * The commits among the ops, in order: spans sorted, not overlapping, within the ops (empty
+   * spans allowed). Ops outside every span are applied without gating. A span is never split
+   * across transactions. Not together with `commit`.
+   */
+  commits?: readonly CommitSpan[];
 }
 
 /** Outcome of one {@link IndexWriter.applyOps} call. */
@@ -69,6 +122,11 @@ export interface ApplyResult {
   applied: number;
   /** Ops skipped and counted by reason. */
   skipped: number;
+  /**
+   * Present when the call carried commits: how many were passed over (already applied, or not
+   * the next one for a push). Their record ops count neither as applied nor as skipped.
+   */
+  stale?: number;
 }
 
 /** Totals since the writer was created. */
@@ -80,6 +138,10 @@ export interface IndexWriterStats {
   batches: number;
   /** Batches re-run op by op after an op failed. */
   retriedBatches: number;
+  /** Commits passed over by their {@link RevGate}. */
+  stale: number;
+  /** Record ops of those commits (neither applied nor skipped). */
+  staleOps: number;
 }
 
 /** Applies {@link IndexOp}s to the index database. One writer per connection. */
@@ -95,6 +157,12 @@ export class IndexWriter {
   readonly #savepoint: { begin: StatementSync; release: StatementSync; undo: StatementSync };
   /** An account exists: its profile row makes it a known notification recipient (spec 3.1). */
   readonly #knownAccount: StatementSync;
+  readonly #readRev: StatementSync;
+  readonly #writeRev: StatementSync;
+  /** Stored revs read or written in the open transaction (cleared at its start and end). */
+  readonly #txRevs = new Map<string, string | null>();
+  /** DIDs whose rev the open transaction advanced (written before COMMIT). */
+  readonly #txDirty = new Set<string>();
   readonly #stats: IndexWriterStats = {
     applied: 0,
     skipped: 0,
@@ -107,6 +175,8 @@ export class IndexWriter {
     },
     batches: 0,
     retriedBatches: 0,
+    stale: 0,
+    staleOps: 0,
   };
 
   constructor(db: DatabaseSync, opts: IndexWriterOptions = {}) {
@@ -131,6 +201,11 @@ export class IndexWriter {
     this.#skips = new SkipTally(db, this.#indexers);
     this.#writeCursor = prepareCursorWrite(db);
     this.#knownAccount = db.prepare("INSERT INTO profiles (did) VALUES (?) ON CONFLICT DO NOTHING");
+    this.#readRev = db.prepare("SELECT rev FROM repo_revs WHERE did = ?");
+    this.#writeRev = db.prepare(
+      `INSERT INTO repo_revs (did, rev) VALUES (?, ?)
+       ON CONFLICT (did) DO UPDATE SET rev = excluded.rev WHERE excluded.rev > repo_revs.rev`,
+    );
     this.#savepoint = {
       begin: db.prepare("SAVEPOINT op"),
       release: db.prepare("RELEASE op"),
@@ -139,22 +214,36 @@ export class IndexWriter {
   }
 
   /**
-   * Applies `ops` in order, in transactions of up to `batchSize` ops. With `opts.cursor`, the
-   * cursor is stored in the transaction of the last batch, so a crash never advances the cursor
-   * past ops that were not committed.
+   * Applies `ops` in order, in transactions of up to `batchSize` ops (extended to the end of a
+   * commit span, which is never split). With `opts.cursor`, the cursor is stored in the
+   * transaction of the last batch, so a crash never advances the cursor past ops that were not
+   * committed. With `opts.commit` or `opts.commits`, each commit is gated by its rev (module
+   * comment, {@link RevGate}) inside the transaction that applies it.
    *
+   * @throws RangeError when `commits` spans are out of order or out of bounds (nothing applied)
    * @throws Error when a transaction cannot begin or commit (ops of that batch not applied)
    */
   applyOps(ops: readonly IndexOp[], opts: ApplyOptions = {}): ApplyResult {
-    const result: ApplyResult = { applied: 0, skipped: 0 };
-    if (ops.length === 0 && opts.cursor === undefined) return result;
-    for (let start = 0; start < ops.length || start === 0; start += this.#batchSize) {
-      const end = Math.min(ops.length, start + this.#batchSize);
+    const spans = spansOf(ops, opts);
+    const result: ApplyResult = spans.length > 0 || opts.commits !== undefined
+      ? { applied: 0, skipped: 0, stale: 0 }
+      : { applied: 0, skipped: 0 };
+    if (ops.length === 0 && opts.cursor === undefined && spans.length === 0) return result;
+    let span = 0; // first span of the batch
+    for (let start = 0; start < ops.length || start === 0;) {
+      let end = Math.min(ops.length, start + this.#batchSize);
+      let next = span;
+      while (next < spans.length && spans[next].end <= end && spans[next].start < end) next++;
+      if (next < spans.length && spans[next].start < end) end = spans[next++].end;
+      if (end === ops.length) next = spans.length; // empty spans at the very end
       const cursor = end === ops.length ? opts.cursor : undefined;
-      const batch = this.#runBatch(ops, start, end, cursor);
+      const batch = this.#runBatch({ ops, start, end, spans, span, spanEnd: next }, cursor);
       result.applied += batch.applied;
       result.skipped += batch.skipped;
+      if (result.stale !== undefined) result.stale += batch.stale!;
       if (end === ops.length) break;
+      start = end;
+      span = next;
     }
     return result;
   }
@@ -164,40 +253,49 @@ export class IndexWriter {
     return { ...this.#stats, skippedByReason: { ...this.#stats.skippedByReason } };
   }
 
-  #runBatch(
-    ops: readonly IndexOp[],
-    start: number,
-    end: number,
-    cursor: ApplyOptions["cursor"],
-  ): ApplyResult {
+  #runBatch(batch: Batch, cursor: ApplyOptions["cursor"]): BatchResult {
     try {
-      return this.#transaction(ops, start, end, cursor, false);
+      return this.#transaction(batch, cursor, false);
     } catch (e) {
       if (!(e instanceof OpFailure)) throw e;
       this.#log.warn("Index op failed, re-running its batch op by op", {
         error: e.cause,
-        op: describeOp(ops[e.index]),
+        op: describeOp(batch.ops[e.index]),
       });
       this.#stats.retriedBatches++;
-      return this.#transaction(ops, start, end, cursor, true);
+      return this.#transaction(batch, cursor, true);
     }
   }
 
-  #transaction(
-    ops: readonly IndexOp[],
-    start: number,
-    end: number,
-    cursor: ApplyOptions["cursor"],
-    isolate: boolean,
-  ): ApplyResult {
-    const result: ApplyResult = { applied: 0, skipped: 0 };
+  #transaction(batch: Batch, cursor: ApplyOptions["cursor"], isolate: boolean): BatchResult {
+    const { ops, spans, spanEnd } = batch;
+    const result: BatchResult = { applied: 0, skipped: 0, stale: 0, staleOps: 0 };
+    this.#txRevs.clear();
+    this.#txDirty.clear();
     this.#db.exec("BEGIN IMMEDIATE");
     try {
-      for (let i = start; i < end; i++) {
+      let span = batch.span;
+      /** Ops before this index belong to a commit passed over. */
+      let staleUntil = -1;
+      for (let i = batch.start; i < batch.end; i++) {
+        for (; span < spanEnd && spans[span].start === i; span++) {
+          if (!this.#admit(spans[span].commit)) {
+            result.stale++;
+            staleUntil = spans[span].end;
+          }
+        }
+        if (i < staleUntil && ops[i].kind === "record") {
+          result.staleOps++;
+          continue;
+        }
         const applied = isolate ? this.#applyIsolated(ops[i]) : this.#applyOrFail(ops, i);
         if (applied) result.applied++;
         else result.skipped++;
       }
+      for (; span < spanEnd; span++) { // commits without ops at the end
+        if (!this.#admit(spans[span].commit)) result.stale++;
+      }
+      for (const did of this.#txDirty) this.#writeRev.run(did, this.#txRevs.get(did)!);
       this.#skips.flush(this.#now().toISOString());
       if (cursor !== undefined) {
         this.#writeCursor(cursor.name, cursor.value, this.#now().toISOString());
@@ -207,12 +305,51 @@ export class IndexWriter {
       if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
       this.#skips.discard();
       throw e;
+    } finally {
+      this.#txRevs.clear();
+      this.#txDirty.clear();
     }
     this.#stats.batches++;
     this.#stats.applied += result.applied;
     this.#stats.skipped += result.skipped;
+    this.#stats.stale += result.stale;
+    this.#stats.staleOps += result.staleOps;
     this.#skips.addTo(this.#stats.skippedByReason);
     return result;
+  }
+
+  /**
+   * Decides whether `commit` is applied ({@link RevGate}) against the stored rev of its
+   * repository, as seen by the open transaction; when it is, its rev becomes that repository's
+   * rev (written before COMMIT).
+   */
+  #admit(commit: CommitRef): boolean {
+    const { did, rev, since, mode } = commit;
+    let stored = this.#txRevs.get(did);
+    if (stored === undefined) {
+      const row = this.#readRev.get(did) as { rev: string } | undefined;
+      stored = row === undefined ? null : row.rev;
+    }
+    let admit: boolean;
+    if (mode === "newer-or-equal") admit = stored === null || rev >= stored;
+    else {
+      admit = stored === null || rev > stored;
+      if (mode === "next" && since !== undefined) admit &&= since === stored;
+    }
+    if (admit) {
+      this.#txRevs.set(did, rev);
+      if (rev !== stored) this.#txDirty.add(did);
+    } else {
+      this.#txRevs.set(did, stored);
+      this.#log.debug("Commit passed over: already applied or out of order", {
+        did,
+        rev,
+        since,
+        stored,
+        mode,
+      });
+    }
+    return admit;
   }
 
   #applyOrFail(ops: readonly IndexOp[], index: number): boolean {
@@ -287,6 +424,45 @@ export class IndexWriter {
     this.#skips.add(reason, op, detail);
     return false;
   }
+}
+
+/** Ops `[start, end)` of one transaction and the commit spans `[span, spanEnd)` that start there. */
+interface Batch {
+  readonly ops: readonly IndexOp[];
+  readonly start: number;
+  readonly end: number;
+  readonly spans: readonly CommitSpan[];
+  readonly span: number;
+  readonly spanEnd: number;
+}
+
+interface BatchResult {
+  applied: number;
+  skipped: number;
+  stale: number;
+  staleOps: number;
+}
+
+/** The commit spans of a call, checked: sorted, not overlapping, within the ops. */
+function spansOf(ops: readonly IndexOp[], opts: ApplyOptions): readonly CommitSpan[] {
+  if (opts.commit !== undefined) {
+    if (opts.commits !== undefined) {
+      throw new RangeError("Options commit and commits cannot be given together");
+    }
+    return [{ start: 0, end: ops.length, commit: opts.commit }];
+  }
+  const spans = opts.commits ?? [];
+  let last = 0;
+  for (const { start, end } of spans) {
+    if (!Number.isInteger(start) || !Number.isInteger(end) || start < last || end < start) {
+      throw new RangeError(`Commit span out of order: ${start} to ${end} after ${last}`);
+    }
+    last = end;
+  }
+  if (last > ops.length) {
+    throw new RangeError(`Commit span ends past the ops: ${last} > ${ops.length}`);
+  }
+  return spans;
 }
 
 /** An op's SQL failed; carries its position so the batch can be re-run around it. */

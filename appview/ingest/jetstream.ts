@@ -8,11 +8,17 @@
  * harmless because the write path is idempotent. The cursor never moves backwards. Identity
  * events become `HandleOp`s. Malformed events are skipped with a log line.
  *
+ * A commit event carries its repository commit's `rev`: the write path applies it only when that
+ * rev is at least the latest rev applied for the repository (`RevGate` `"newer-or-equal"`: the
+ * events of one multi-op commit share a rev), so a rewound or late event never undoes a newer
+ * commit. An event without a valid rev cannot be placed and is applied as before, ungated.
+ *
  * @module
  */
 
 import { SOCIAL_COLLECTION_GLOB } from "../../shared/nsid.ts";
 import { opsFromJetstream } from "../../shared/ops.ts";
+import { isValidTid } from "../../shared/tid.ts";
 import type { AppviewContext } from "../context.ts";
 import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../db/state.ts";
 import {
@@ -88,7 +94,12 @@ export class JetstreamProtocol implements StreamProtocol {
     }
     const next = cursor === null ? timeUs : Math.max(cursor, timeUs);
     try {
-      return { ops: opsFromJetstream(event), cursor: next };
+      const ops = opsFromJetstream(event);
+      const { kind, did, commit } = event as { kind: unknown; did: string; commit?: unknown };
+      const rev = kind === "commit" ? (commit as { rev?: unknown }).rev : undefined;
+      return typeof rev === "string" && isValidTid(rev)
+        ? { ops, cursor: next, commit: { did, rev, mode: "newer-or-equal" } }
+        : { ops, cursor: next };
     } catch (e) {
       log.warn("Event skipped: it cannot be converted", { time_us: timeUs, error: e });
       control.fail(`Event ${timeUs} skipped: ${messageOf(e)}`);

@@ -167,3 +167,22 @@ Deno.test("JetstreamProtocol keeps other query parameters of the configured URL"
     }`,
   );
 });
+
+Deno.test("JetstreamProtocol gates a commit event by its rev (newer or equal) and leaves identity events ungated", () => {
+  const p = new JetstreamProtocol("ws://h:1/subscribe");
+  const control = { log: captureLogger().log, fail: () => {}, disconnect: () => {} };
+  const commit = makeCommit(1, [postOp(ALICE, "3kaaaaaaaaaa2", "hi")]);
+  const [event] = commit.jetstream(T0);
+  assert.deepEqual(p.decode(JSON.stringify(event), null, control)?.commit, {
+    did: ALICE,
+    rev: commit.rev,
+    mode: "newer-or-equal",
+  });
+  // Without a valid rev the event cannot be placed: applied ungated, as before.
+  const bare = { ...event, commit: { ...(event.commit as object), rev: "not-a-tid" } };
+  const decoded = p.decode(JSON.stringify(bare), null, control);
+  assert.equal(decoded?.ops.length, 1);
+  assert.equal(decoded?.commit, undefined);
+  const identity = { did: ALICE, time_us: T0 + 1, kind: "identity", identity: { handle: "a.b" } };
+  assert.equal(p.decode(JSON.stringify(identity), null, control)?.commit, undefined);
+});

@@ -5,6 +5,9 @@
  * - Frames are decoded strictly and bounded in size (`decodeFrame`); a `#commit` becomes the
  *   single-operation form through `opsFromCommitEvent` (blocks read from the CAR, CID links in
  *   binary or string form) and is applied through the one write path.
+ * - Each commit carries its `rev` to the write path, which applies it only when that rev is newer
+ *   than the latest rev applied for the repository (`RevGate` `"newer"`): a commit a push already
+ *   applied is passed over, and the stream stays the authority on each repository's order.
  * - The `seq` cursor lives in its own row (`CURSOR_LOCAL_SEQ`, spec 6.2 rule 2) and is stored in
  *   the same transaction as the ops it covers; on reconnect the stream resumes after it (a fresh
  *   index starts at cursor 0, replaying every retained event), and
@@ -20,7 +23,8 @@
  */
 
 import { decodeFrame, FRAME_OP_ERROR } from "../../shared/frame.ts";
-import { opsFromCommitEvent, opsFromJetstream } from "../../shared/ops.ts";
+import { OpsError, opsFromCommitEvent, opsFromJetstream } from "../../shared/ops.ts";
+import { isValidTid } from "../../shared/tid.ts";
 import type { AppviewContext } from "../context.ts";
 import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../db/state.ts";
 import {
@@ -115,8 +119,15 @@ export class LocalStreamProtocol implements StreamProtocol {
     }
     try {
       switch (header.t) {
-        case "#commit":
-          return { ops: opsFromCommitEvent(body), cursor: seq };
+        case "#commit": {
+          const ops = opsFromCommitEvent(body);
+          const rev = body.rev;
+          if (typeof rev !== "string" || !isValidTid(rev)) {
+            throw new OpsError(`Invalid rev: ${String(rev)}`);
+          }
+          const did = body.repo as string; // checked by opsFromCommitEvent
+          return { ops, cursor: seq, commit: { did, rev, mode: "newer" } };
+        }
         case "#identity":
           return {
             ops: opsFromJetstream({

@@ -329,3 +329,27 @@ Deno.test("backoffDelay grows exponentially with jitter and is capped", () => {
   assert.equal(backoffDelay(10, opts, () => 1), 1000);
   assert.equal(backoffDelay(1000, opts, () => 0.5), 750);
 });
+
+Deno.test("LocalStreamProtocol gives each commit its rev for ordering and skips a commit without a valid rev", () => {
+  const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
+  const failures: string[] = [];
+  const control = {
+    log: captureLogger().log,
+    fail: (reason: string) => failures.push(reason),
+    disconnect: (reason: string) => failures.push(reason),
+  };
+  const commit = postCommit(1);
+  const decoded = p.decode(commit.frame().slice().buffer, null, control);
+  assert.deepEqual(decoded?.commit, { did: ALICE, rev: commit.rev, mode: "newer" });
+  assert.equal(decoded?.ops.length, 1);
+  const car = writeCar([encodeBlock({ x: 1 }).cid], [encodeBlock({ x: 1 })]);
+  const noRev = encodeFrame({ op: 1, t: "#commit" }, {
+    seq: 2,
+    repo: ALICE,
+    since: null,
+    blocks: car,
+    ops: [],
+  });
+  assert.deepEqual(p.decode(noRev.slice().buffer, 1, control), { ops: [], cursor: 2 });
+  assert.deepEqual(failures, ["Event 2 skipped: Invalid rev: undefined"]);
+});

@@ -16,6 +16,7 @@ import type { Logger } from "../../shared/log.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
 import { type ConsumerState, readCursor, writeConsumerStatus } from "../db/state.ts";
+import type { CommitRef, CommitSpan } from "./apply_ops.ts";
 
 /** Reconnect delays: the n-th attempt waits about `initialMs * 2^n`, capped at `maxMs`. */
 export interface BackoffOptions {
@@ -54,10 +55,15 @@ export function backoffDelay(
   return Math.round(step / 2 + random() * (step / 2));
 }
 
-/** One decoded message: its ops and the stream cursor it moves to. */
+/** One decoded message: its ops, the stream cursor it moves to and the commit they make up. */
 export interface DecodedMessage {
   ops: IndexOp[];
   cursor: number;
+  /**
+   * The repository commit the ops belong to: the write path applies them only when its rev fits
+   * the repository's latest applied rev (`RevGate`). Absent for ungated ops (identity events).
+   */
+  commit?: CommitRef;
 }
 
 /** What a protocol may do to its connection while decoding. */
@@ -279,13 +285,18 @@ export class StreamConsumer implements AsyncDisposable {
     let i = 0;
     while (i < queue.length) {
       const ops: IndexOp[] = [];
+      const commits: CommitSpan[] = [];
       let cursor = this.#cursor;
       let moved = false;
       const end = Math.min(queue.length, i + MAX_BATCH_MESSAGES);
       for (; i < end && ops.length < MAX_BATCH_OPS; i++) {
         const decoded = this.#decode(queue[i], cursor);
         if (decoded === null) continue;
+        const start = ops.length;
         for (const op of decoded.ops) ops.push(op);
+        if (decoded.commit !== undefined) {
+          commits.push({ start, end: ops.length, commit: decoded.commit });
+        }
         cursor = decoded.cursor;
         moved = true;
       }
@@ -293,6 +304,7 @@ export class StreamConsumer implements AsyncDisposable {
       try {
         this.#ctx.writer.applyOps(ops, {
           cursor: { name: this.#protocol.cursorName, value: cursor },
+          commits,
         });
       } catch (e) {
         // Nothing of the batch was committed: reconnect and replay from the stored cursor.

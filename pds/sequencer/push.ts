@@ -2,8 +2,10 @@
  * Push ingest (spec 6.4; DESIGN.md section 4 "Push ingest"): after each commit made by this
  * process, the account host POSTs it to `{APPVIEW_INTERNAL_URL}/internal/ingest-commit` with
  * `Authorization: Bearer <APPVIEW_INGEST_SECRET>` and the JSON body
- * `{did, handle, rev, commit, ops: [{action, collection, rkey, cid, record}]}` (records in lex
- * JSON, taken from the event's CAR blocks).
+ * `{did, handle, rev, since, commit, ops: [{action, collection, rkey, cid, record}]}` (records in
+ * lex JSON, taken from the event's CAR blocks; `since` is the rev of the repository's previous
+ * commit, null for its first, so the index applies a push only when it is exactly the next commit
+ * and leaves late or early ones to the local stream).
  *
  * Best effort and off the write's latency path: the sequencer's listener only enqueues; lanes
  * (by DID, so one repository's commits stay in order) send with a short timeout. A failure is
@@ -41,6 +43,8 @@ export interface PushBody {
   did: string;
   handle: string | null;
   rev: string;
+  /** Rev of the repository's previous commit; null for its first commit. */
+  since: string | null;
   commit: string;
   ops: PushOp[];
 }
@@ -78,7 +82,14 @@ export function pushBodyOf(event: CommitEvent, handle: string | null): PushBody 
     if (!bytes) throw new Error(`Commit ${formatCid(event.commit)} lacks the block of ${cid}`);
     return { action: op.action, collection, rkey, cid, record: toLexJson(decodeCbor(bytes)) };
   });
-  return { did: event.repo, handle, rev: event.rev, commit: formatCid(event.commit), ops };
+  return {
+    did: event.repo,
+    handle,
+    rev: event.rev,
+    since: event.since,
+    commit: formatCid(event.commit),
+    ops,
+  };
 }
 
 /** Pushes this process's commits to the index; {@link start} it, then {@link close} it. */

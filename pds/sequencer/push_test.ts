@@ -42,7 +42,7 @@ function warnings(lines: string[], msg: string): Record<string, unknown>[] {
 const FAILED = "push to the index failed; the local stream still delivers commits";
 const RECOVERED = "push to the index recovered";
 
-Deno.test("every commit is pushed to the index with the secret and the DESIGN.md section 4 body", async () => {
+Deno.test("every commit is pushed to the index with the secret, the DESIGN.md section 4 body and the previous rev as since", async () => {
   const index = fakeIndex();
   await using _index = index.server;
   await using s = await startTestServer({
@@ -76,6 +76,12 @@ Deno.test("every commit is pushed to the index with the secret and the DESIGN.md
   const revs = index.received.map((r) => r.body.rev as string);
   assert.deepEqual(revs, [...revs].sort());
   assert.deepEqual(index.received[0].body.ops, []);
+  // Each body names the previous commit's rev (`since`), null for the first: the index applies a
+  // push only when it is exactly the next commit.
+  assert.deepEqual(
+    index.received.map((r) => r.body.since),
+    [null, ...revs.slice(0, -1)],
+  );
 
   const byCommit = new Map(index.received.map((r) => [r.body.commit as string, r.body]));
   for (const rec of written.values()) {

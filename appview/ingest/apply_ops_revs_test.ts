@@ -1,0 +1,224 @@
+// Per-repository ordering in the write path (`apply_ops.ts`, `repo_revs`): each commit is gated by
+// its rev against the latest rev applied for its repository, so the three sources (spec 6.2 rule
+// 4: push, local stream, public stream) cannot undo a newer commit with an older one.
+
+import assert from "node:assert/strict";
+import { COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
+import type { RecordOp } from "../../shared/ops.ts";
+import { CURSOR_LOCAL_SEQ, readCursor } from "../db/state.ts";
+import {
+  deleteOp,
+  didOf,
+  handleOp,
+  likeOp,
+  openTestIndex,
+  postOp,
+  repostOp,
+  type TestIndex,
+  uriOf,
+} from "./_fixtures.ts";
+import { revOf } from "./_stream_testing.ts";
+import type { CommitRef, RevGate } from "./apply_ops.ts";
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const POST = uriOf(ALICE, COLLECTION_POST, "3kalicepost12");
+const post = postOp(ALICE, "3kalicepost12", "hello");
+const like = likeOp(BOB, "3kboblike1232", POST);
+const unlike = deleteOp(BOB, COLLECTION_LIKE, "3kboblike1232");
+
+function commit(did: string, seq: number, mode: RevGate, since?: number | null): CommitRef {
+  return { did, rev: revOf(seq), since: since == null ? since : revOf(since), mode };
+}
+
+function likeState(ix: TestIndex) {
+  return {
+    likes: ix.row("SELECT count(*) AS n FROM likes")?.n,
+    likeCount: ix.row("SELECT like_count FROM posts WHERE uri = ?", POST)?.like_count,
+  };
+}
+
+function storedRev(ix: TestIndex, did: string): unknown {
+  return ix.row("SELECT rev FROM repo_revs WHERE did = ?", did)?.rev ?? null;
+}
+
+Deno.test("a late push of a commit the local stream already superseded leaves the like deleted and the counter exact", () => {
+  using ix = openTestIndex();
+  const stream = (ops: RecordOp[], c: CommitRef) => ix.writer.applyOps(ops, { commit: c });
+  assert.deepEqual(stream([post], commit(ALICE, 1, "newer", null)), {
+    applied: 1,
+    skipped: 0,
+    stale: 0,
+  });
+  stream([like], commit(BOB, 2, "newer", null));
+  assert.deepEqual(likeState(ix), { likes: 1, likeCount: 1 });
+  stream([unlike], commit(BOB, 3, "newer", 2));
+  assert.deepEqual(likeState(ix), { likes: 0, likeCount: 0 });
+  assert.equal(storedRev(ix, BOB), revOf(3));
+
+  // The push of commit 2 arrives now: its record ops are passed over, its handle still applies.
+  const late = ix.writer.applyOps([handleOp(BOB, "bob.test"), like], {
+    commit: commit(BOB, 2, "next", null),
+  });
+  assert.deepEqual(late, { applied: 1, skipped: 0, stale: 1 });
+  // Without `since` (an older account host) it is placed by its rev: older, so passed over too.
+  assert.equal(ix.writer.applyOps([like], { commit: commit(BOB, 2, "next") }).stale, 1);
+  // The local stream redelivering commit 2 or 3 changes nothing either.
+  assert.equal(stream([like], commit(BOB, 2, "newer", null)).stale, 1);
+  assert.equal(stream([unlike], commit(BOB, 3, "newer", 2)).stale, 1);
+
+  assert.deepEqual(likeState(ix), { likes: 0, likeCount: 0 });
+  assert.equal(ix.row("SELECT handle FROM profiles WHERE did = ?", BOB)?.handle, "bob.test");
+  assert.equal(storedRev(ix, BOB), revOf(3));
+  const stats = ix.writer.stats();
+  assert.deepEqual([stats.stale, stats.staleOps, stats.skipped], [4, 4, 0]);
+});
+
+Deno.test("a push applies only as the repository's next commit: since equal to the stored rev, null for the first", () => {
+  using ix = openTestIndex();
+  const push = (ops: RecordOp[], c: CommitRef) => ix.writer.applyOps(ops, { commit: c });
+  push([post], commit(ALICE, 1, "next", null));
+  // Commit 3 before commit 2: not the next one, passed over.
+  const repost = repostOp(BOB, "3kbobrepost12", POST);
+  assert.deepEqual(push([repost], commit(BOB, 3, "next", 2)), {
+    applied: 0,
+    skipped: 0,
+    stale: 1,
+  });
+  assert.equal(storedRev(ix, BOB), null);
+  assert.deepEqual(push([like], commit(BOB, 2, "next", null)), {
+    applied: 1,
+    skipped: 0,
+    stale: 0,
+  });
+  assert.deepEqual(push([repost], commit(BOB, 3, "next", 2)).stale, 0);
+  assert.deepEqual(push([repost], commit(BOB, 3, "next", 2)).stale, 1, "applied once only");
+  // A first commit (since null) once the repository has a rev is not the next one.
+  assert.equal(push([unlike], commit(BOB, 4, "next", null)).stale, 1);
+  // Without `since`: applied when its rev is newer than the stored one.
+  assert.equal(push([unlike], commit(BOB, 4, "next")).stale, 0);
+  assert.deepEqual(likeState(ix), { likes: 0, likeCount: 0 });
+  assert.equal(ix.row("SELECT repost_count FROM posts")?.repost_count, 1);
+  assert.equal(storedRev(ix, BOB), revOf(4));
+});
+
+Deno.test("public-stream events apply at or above the stored rev, so the ops of one commit all apply and older ones do not", () => {
+  using ix = openTestIndex();
+  const jet = (op: RecordOp, seq: number) =>
+    ix.writer.applyOps([op], { commit: commit(op.did, seq, "newer-or-equal") });
+  jet(post, 1);
+  jet(like, 2);
+  // Commit 5 holds two ops: two events with the same rev.
+  assert.equal(jet(unlike, 5).stale, 0);
+  assert.equal(jet(repostOp(BOB, "3kbobrepost12", POST), 5).stale, 0);
+  // A rewound stream redelivers commit 2: older, passed over; commit 5 again is harmless.
+  assert.equal(jet(like, 2).stale, 1);
+  assert.equal(jet(unlike, 5).stale, 0);
+  assert.deepEqual(likeState(ix), { likes: 0, likeCount: 0 });
+  assert.equal(ix.row("SELECT repost_count FROM posts")?.repost_count, 1);
+  assert.equal(storedRev(ix, BOB), revOf(5));
+});
+
+Deno.test("commits folded into one call are gated one by one, in order, and a commit is never split across transactions", () => {
+  using ix = openTestIndex({ batchSize: 2 });
+  const repost = repostOp(BOB, "3kbobrepost12", POST);
+  const before = ix.writer.stats().batches;
+  const result = ix.writer.applyOps(
+    [handleOp(ALICE, "alice.test"), post, like, repost, like, unlike],
+    {
+      cursor: { name: CURSOR_LOCAL_SEQ, value: 9 },
+      commits: [
+        // ops[0] (identity) is outside every commit: not gated.
+        { start: 1, end: 2, commit: commit(ALICE, 1, "newer", null) },
+        { start: 2, end: 4, commit: commit(BOB, 2, "newer", null) },
+        { start: 4, end: 5, commit: commit(BOB, 2, "newer", null) }, // the same commit again
+        { start: 5, end: 6, commit: commit(BOB, 3, "newer", 2) },
+      ],
+    },
+  );
+  assert.deepEqual(result, { applied: 5, skipped: 0, stale: 1 });
+  // Transactions [0, 2), [2, 4), [4, 6): spans end on batch bounds here (see below otherwise).
+  assert.equal(ix.writer.stats().batches - before, 3);
+  assert.deepEqual(likeState(ix), { likes: 0, likeCount: 0 });
+  assert.equal(ix.row("SELECT repost_count FROM posts")?.repost_count, 1);
+  assert.deepEqual([storedRev(ix, ALICE), storedRev(ix, BOB)], [revOf(1), revOf(3)]);
+  assert.equal(readCursor(ix.db, CURSOR_LOCAL_SEQ), 9);
+
+  // A commit that straddles the batch size is one transaction.
+  using big = openTestIndex({ batchSize: 1 });
+  const start = big.writer.stats().batches;
+  big.writer.applyOps([post, postOp(ALICE, "3kalicepost22", "two"), like], {
+    commits: [{ start: 0, end: 2, commit: commit(ALICE, 1, "newer") }],
+  });
+  assert.equal(big.writer.stats().batches - start, 2);
+});
+
+Deno.test("a commit without ops still advances its repository's rev, also at the end of a call", () => {
+  using ix = openTestIndex();
+  const result = ix.writer.applyOps([], {
+    cursor: { name: CURSOR_LOCAL_SEQ, value: 1 },
+    commits: [{ start: 0, end: 0, commit: commit(BOB, 1, "newer", null) }],
+  });
+  assert.deepEqual(result, { applied: 0, skipped: 0, stale: 0 });
+  assert.equal(storedRev(ix, BOB), revOf(1));
+  ix.writer.applyOps([like], {
+    commits: [
+      { start: 0, end: 1, commit: commit(BOB, 2, "newer", 1) },
+      { start: 1, end: 1, commit: commit(BOB, 3, "newer", 2) },
+    ],
+  });
+  assert.equal(storedRev(ix, BOB), revOf(3));
+  assert.equal(ix.writer.applyOps([unlike], { commit: commit(BOB, 4, "next", 3) }).stale, 0);
+  assert.equal(storedRev(ix, BOB), revOf(4));
+});
+
+Deno.test("a rolled-back transaction leaves no rev behind, in the table or in the writer", () => {
+  using ix = openTestIndex();
+  assert.throws(
+    () =>
+      ix.writer.applyOps([like], {
+        cursor: { name: CURSOR_LOCAL_SEQ, value: 0.5 },
+        commit: commit(BOB, 2, "newer", null),
+      }),
+    RangeError,
+  );
+  assert.equal(storedRev(ix, BOB), null);
+  assert.equal(ix.writer.applyOps([like], { commit: commit(BOB, 2, "next", null) }).stale, 0);
+  assert.equal(storedRev(ix, BOB), revOf(2));
+  assert.equal(ix.row("SELECT count(*) AS n FROM likes")?.n, 1);
+});
+
+Deno.test("an op that fails inside a commit is skipped on the op-by-op re-run and the commit's rev is kept", () => {
+  using ix = openTestIndex();
+  const poison: RecordOp = postOp(BOB, "poison", "boom", { embed: { $type: "x.y.z" } });
+  (poison.record as { embed: Record<string, unknown> }).embed.big = 1n; // JSON cannot encode it
+  const ops = [post, poison, postOp(BOB, "3kbobpost1232", "fine")];
+  const commits = [
+    { start: 0, end: 1, commit: commit(ALICE, 1, "newer") },
+    { start: 1, end: 3, commit: commit(BOB, 2, "newer") },
+  ];
+  assert.deepEqual(ix.writer.applyOps(ops, { commits }), { applied: 2, skipped: 1, stale: 0 });
+  assert.equal(ix.writer.stats().retriedBatches, 1);
+  assert.deepEqual([storedRev(ix, ALICE), storedRev(ix, BOB)], [revOf(1), revOf(2)]);
+  assert.deepEqual(ix.writer.applyOps(ops, { commits }), { applied: 0, skipped: 0, stale: 2 });
+});
+
+Deno.test("applyOps refuses commit spans out of order or out of bounds, applying nothing", () => {
+  using ix = openTestIndex();
+  const c = commit(BOB, 2, "newer");
+  for (
+    const commits of [
+      [{ start: 0, end: 2, commit: c }, { start: 1, end: 2, commit: c }],
+      [{ start: 1, end: 0, commit: c }],
+      [{ start: 0, end: 3, commit: c }],
+    ]
+  ) {
+    assert.throws(() => ix.writer.applyOps([post, like], { commits }), RangeError);
+  }
+  assert.throws(() => ix.writer.applyOps([like], { commit: c, commits: [] }), {
+    name: "RangeError",
+    message: "Options commit and commits cannot be given together",
+  });
+  assert.deepEqual(ix.row("SELECT count(*) AS n FROM posts"), { n: 0 });
+  assert.equal(storedRev(ix, BOB), null);
+});
