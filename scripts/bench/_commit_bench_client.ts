@@ -8,6 +8,12 @@
  * - `{mode: "open", url, accounts, rate, seconds}`: an open-loop load at `rate` requests/s
  *   spread over the accounts, latency of each request from its scheduled start (so queueing
  *   counts); answers `{seconds, latenciesMs}`.
+ *
+ * With `--sink` it is instead the index's push endpoint (`/internal/ingest-commit`, DESIGN.md
+ * section 4) for the whole bench: it prints `{url}` as one line, answers every push with 200,
+ * and when its stdin closes prints `{pushes}` (the count received) and exits. The account host
+ * then pays for its pushes (body building, the request) as in a deployment, without also
+ * serving them.
  */
 
 import { COLLECTION_POST } from "../../shared/nsid.ts";
@@ -64,7 +70,23 @@ async function run(job: Job): Promise<{ seconds: number; latenciesMs: number[] }
   return { seconds: (performance.now() - t0) / 1000, latenciesMs };
 }
 
-if (import.meta.main) {
+/** The push sink (`--sink`): counts the pushes until stdin closes. */
+async function sink(): Promise<void> {
+  let pushes = 0;
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    await req.arrayBuffer();
+    if (req.method === "POST" && new URL(req.url).pathname === "/internal/ingest-commit") pushes++;
+    return new Response("{}", { headers: { "content-type": "application/json" } });
+  });
+  console.log(JSON.stringify({ url: `http://127.0.0.1:${server.addr.port}` }));
+  await Deno.stdin.readable.pipeTo(new WritableStream());
+  await server.shutdown();
+  console.log(JSON.stringify({ pushes }));
+}
+
+if (import.meta.main && Deno.args.includes("--sink")) {
+  await sink();
+} else if (import.meta.main) {
   const job = JSON.parse(await new Response(Deno.stdin.readable).text()) as Job;
   console.log(JSON.stringify(await run(job)));
 }

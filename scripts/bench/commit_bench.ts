@@ -12,6 +12,10 @@
  * - host CPU per commit (informational): the account host process's CPU time (every thread:
  *   HTTP, commit building, the signing worker, KV's SQLite writer) over the throughput run.
  *
+ * The host pushes every commit to the index (spec 6.4) as in a deployment: the push target is a
+ * sink in another process (`_commit_bench_client.ts --sink`). Without it the push would default
+ * to the host's own URL, and the host would serve a 404 for every commit it makes.
+ *
  * Run alone: `deno run -A scripts/bench/commit_bench.ts`.
  */
 
@@ -20,6 +24,7 @@ import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { startPds } from "../../pds/server.ts";
 import type { PdsContext } from "../../pds/context.ts";
 import { initRepo, repoServiceFor } from "../../pds/repo/service.ts";
+import { streamServicesFor } from "../../pds/sequencer/services.ts";
 import process from "node:process";
 import { type BenchResult, percentile } from "./_types.ts";
 
@@ -38,6 +43,7 @@ interface Account {
 
 export async function benchCommits(): Promise<BenchResult[]> {
   const dir = await Deno.makeTempDir({ prefix: "commit-bench-" });
+  const sink = await startPushSink();
   let ctx: PdsContext | null = null;
   const pds = await startPds({
     env: {
@@ -45,6 +51,8 @@ export async function benchCommits(): Promise<BenchResult[]> {
       PDS_KV_PATH: `${dir}/pds.kv`,
       PDS_JWT_SECRET: "commit-bench-secret-0123456789",
       PDS_HANDLE_DOMAINS: ".test",
+      APPVIEW_INTERNAL_URL: sink.url,
+      APPVIEW_INGEST_SECRET: "commit-bench-ingest-secret",
     },
     hostname: "127.0.0.1",
     port: 0,
@@ -63,6 +71,9 @@ export async function benchCommits(): Promise<BenchResult[]> {
     }
     // Warm-up: one post per account (caches, JIT).
     await Promise.all(accounts.map((a) => createPost(pds.url, a)));
+    // Each measured phase starts with the push queue drained (its own pushes still count).
+    const drainPushes = () => streamServicesFor(pds.ctx)?.push?.flush() ?? Promise.resolve();
+    await drainPushes();
 
     // Throughput: one closed loop per account, from the client process.
     const perAccount = THROUGHPUT_COMMITS / ACCOUNTS;
@@ -88,6 +99,7 @@ export async function benchCommits(): Promise<BenchResult[]> {
     const direct = THROUGHPUT_COMMITS / ((performance.now() - directStart) / 1000);
 
     // Latency under an open-loop load at the budget rate, from the client process.
+    await drainPushes();
     const open = await runClient({
       mode: "open",
       url: pds.url,
@@ -137,8 +149,48 @@ export async function benchCommits(): Promise<BenchResult[]> {
     ];
   } finally {
     await pds.close();
+    const pushes = await sink.close();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
+    if (pushes === 0) console.error("commit bench: the push sink received no pushes");
   }
+}
+
+/** Starts the push sink process; `close()` stops it and returns the pushes it received. */
+async function startPushSink(): Promise<{ url: string; close(): Promise<number> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
+      "--allow-net=127.0.0.1",
+      new URL("./_commit_bench_client.ts", import.meta.url).pathname,
+      "--sink",
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { done, value } = await lines.read();
+    if (done) throw new Error("commit bench push sink exited before listening");
+    text += value;
+  }
+  const url: string = JSON.parse(text.slice(0, text.indexOf("\n"))).url;
+  text = text.slice(text.indexOf("\n") + 1);
+  return {
+    url,
+    async close() {
+      await child.stdin.close();
+      for (;;) {
+        const { done, value } = await lines.read();
+        if (done) break;
+        text += value;
+      }
+      await child.status;
+      return JSON.parse(text.trim() || "{}").pushes ?? 0;
+    },
+  };
 }
 
 async function createAccount(url: string, handle: string): Promise<Account> {
