@@ -18,7 +18,8 @@
 
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 
-interface Account {
+/** A bench account: its DID, its `Bearer` header and a post counter. */
+export interface Account {
   did: string;
   auth: string;
   n: number;
@@ -28,7 +29,8 @@ type Job =
   | { mode: "closed"; url: string; accounts: Account[]; perAccount: number }
   | { mode: "open"; url: string; accounts: Account[]; rate: number; seconds: number };
 
-async function createPost(url: string, a: Account): Promise<void> {
+/** One createRecord call over HTTP (shared by the in-process phase of commit_bench.ts). */
+export async function createPost(url: string, a: Account): Promise<void> {
   const res = await fetch(`${url}/xrpc/com.atproto.repo.createRecord`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: a.auth },

@@ -27,6 +27,7 @@ import { initRepo, repoServiceFor } from "../../pds/repo/service.ts";
 import { streamServicesFor } from "../../pds/sequencer/services.ts";
 import process from "node:process";
 import { type BenchResult, percentile } from "./_types.ts";
+import { type Account, createPost } from "./_commit_bench_client.ts";
 
 const ACCOUNTS = 100;
 const THROUGHPUT_COMMITS = 6_000;
@@ -34,12 +35,6 @@ const OPEN_LOOP_RATE = 1_000;
 const OPEN_LOOP_SECONDS = 5;
 const THROUGHPUT_BUDGET = 1_000;
 const P99_BUDGET_MS = 25;
-
-interface Account {
-  did: string;
-  auth: string;
-  n: number;
-}
 
 export async function benchCommits(): Promise<BenchResult[]> {
   const dir = await Deno.makeTempDir({ prefix: "commit-bench-" });
@@ -204,20 +199,6 @@ async function createAccount(url: string, handle: string): Promise<Account> {
   }
   const body = await res.json();
   return { did: body.did, auth: `Bearer ${body.accessJwt}`, n: 0 };
-}
-
-async function createPost(url: string, a: Account): Promise<void> {
-  const res = await fetch(`${url}/xrpc/com.atproto.repo.createRecord`, {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: a.auth },
-    body: JSON.stringify({
-      repo: a.did,
-      collection: COLLECTION_POST,
-      record: { text: `bench post ${a.n++} from ${a.did}`, createdAt: new Date().toISOString() },
-    }),
-  });
-  if (res.status !== 200) throw new Error(`createRecord: ${res.status} ${await res.text()}`);
-  await res.body?.cancel();
 }
 
 /** Runs one job in the client process (`_commit_bench_client.ts`). */
