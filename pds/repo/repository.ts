@@ -107,6 +107,8 @@ interface PreparedOp {
   path: string;
   block: Block | null;
   prev: CID | null;
+  /** The record as encoded (IPLD form), for in-process listeners of the commit (the push). */
+  value: unknown;
 }
 
 /** The repository write path and state of one KV store. */
@@ -224,7 +226,15 @@ export class RepoService {
       if (w.action === "delete") {
         results.push({ action: "delete", uri, cid: null });
         if (prev) {
-          ops.push({ action: "delete", collection: w.collection, rkey, path, block: null, prev });
+          ops.push({
+            action: "delete",
+            collection: w.collection,
+            rkey,
+            path,
+            block: null,
+            prev,
+            value: null,
+          });
         }
         continue;
       }
@@ -235,7 +245,7 @@ export class RepoService {
       if (isProfile) {
         record = await overlayProfile(this.#deps.kv, did, source, w.collection, rkey, prev, record);
       }
-      const block = encodeRecord(w.collection, record);
+      const { block, value } = encodeRecord(w.collection, record);
       results.push({ action: prev ? "update" : "create", uri, cid: formatCid(block.cid) });
       if (prev && prev.equals(block.cid)) continue;
       ops.push({
@@ -245,6 +255,7 @@ export class RepoService {
         path,
         block,
         prev,
+        value,
       });
     }
     return { ops, results };
@@ -327,6 +338,7 @@ export class RepoService {
         ...(root ? { prevData: root.data } : {}),
         time: new Date(this.#deps.now()).toISOString(),
       },
+      records: new Map(ops.flatMap((op) => op.block ? [[formatCid(op.block.cid), op.value]] : [])),
       mutations: blockChunks(size) + ops.length + 1,
       bytes: size,
     });
@@ -449,8 +461,11 @@ function exact(bytes: Uint8Array): Uint8Array {
     : bytes.slice();
 }
 
-/** Validates a lex JSON record, fills `$type`, and encodes it as a block. */
-function encodeRecord(collection: string, record: Record<string, unknown>): Block {
+/** Validates a lex JSON record, fills `$type`, and encodes it as a block (with its value). */
+function encodeRecord(
+  collection: string,
+  record: Record<string, unknown>,
+): { block: Block; value: Record<string, unknown> } {
   const checked = validateRecord(collection, record);
   if (!checked.ok) throw new RepoError("InvalidRecord", checked.reason);
   let value: Record<string, unknown>;
@@ -472,7 +487,7 @@ function encodeRecord(collection: string, record: Record<string, unknown>): Bloc
       `Record is ${block.bytes.length} bytes, over the ${MAX_RECORD_BYTES} byte limit`,
     );
   }
-  return block;
+  return { block, value };
 }
 
 function checkCommitSize(blocks: Block[], ops: PreparedOp[]): number {

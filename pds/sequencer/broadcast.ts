@@ -74,7 +74,10 @@ export class Broadcaster {
     return this.#lastSeq;
   }
 
-  /** Number of frames built so far: one per broadcast event, whatever the subscriber count. */
+  /**
+   * Number of frames built so far: one per event broadcast to at least one subscriber, whatever
+   * the subscriber count (none is built while nobody listens).
+   */
   get framesEncoded(): number {
     return this.#framesEncoded;
   }
@@ -174,9 +177,10 @@ export class Broadcaster {
   }
 
   #emit(seq: number, body: Uint8Array): void {
+    this.#lastSeq = seq;
+    if (this.#subscribers.size === 0) return; // nobody listening: no frame to build
     const frame = commitFrame(body);
     this.#framesEncoded++;
-    this.#lastSeq = seq;
     for (const subscriber of this.#subscribers) {
       try {
         subscriber.onFrame(seq, frame);

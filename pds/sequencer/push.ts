@@ -69,16 +69,28 @@ const DEFAULT_TIMEOUT_MS = 2000;
 const DEFAULT_LANES = 4;
 const DEFAULT_MAX_QUEUE = 2500;
 
-/** Builds the push body of a committed event (records decoded from its CAR blocks). */
-export function pushBodyOf(event: CommitEvent, handle: string | null): PushBody {
-  const blocks = event.ops.some((op) => op.cid !== null) ? readCar(event.blocks).blocks : null;
+/**
+ * Builds the push body of a committed event. Records come from `records` (the decoded values the
+ * writer kept, by CID string) when given, else from the event's CAR blocks.
+ */
+export function pushBodyOf(
+  event: CommitEvent,
+  handle: string | null,
+  records?: ReadonlyMap<string, unknown>,
+): PushBody {
+  let blocks: Map<string, Uint8Array> | null = null;
   const ops = event.ops.map((op): PushOp => {
     const slash = op.path.indexOf("/");
     const collection = op.path.slice(0, slash);
     const rkey = op.path.slice(slash + 1);
     if (op.cid === null) return { action: op.action, collection, rkey, cid: null, record: null };
     const cid = formatCid(op.cid);
-    const bytes = blocks?.get(cid);
+    const value = records?.get(cid);
+    if (value !== undefined) {
+      return { action: op.action, collection, rkey, cid, record: toLexJson(value) };
+    }
+    blocks ??= readCar(event.blocks).blocks;
+    const bytes = blocks.get(cid);
     if (!bytes) throw new Error(`Commit ${formatCid(event.commit)} lacks the block of ${cid}`);
     return { action: op.action, collection, rkey, cid, record: toLexJson(decodeCbor(bytes)) };
   });
@@ -102,7 +114,8 @@ export class PushService {
   readonly #maxQueue: number;
   readonly #lanes: SequencedCommit[][];
   readonly #running: (Promise<void> | null)[];
-  readonly #abort = new AbortController();
+  /** Controllers of the requests in flight (aborted by {@link close}). */
+  readonly #inFlight = new Set<AbortController>();
   #unsubscribe: (() => void) | null = null;
   #closed = false;
   /** True between a failed push and the next successful one. */
@@ -110,6 +123,11 @@ export class PushService {
   #failedSinceDown = 0;
   #dropped = 0;
   #pushed = 0;
+  /**
+   * Handles by DID. Safe to keep: this host never changes an account's handle after creation
+   * (there is no updateHandle). Bounded; cleared when full.
+   */
+  readonly #handles = new Map<string, string | null>();
 
   constructor(opts: PushOptions) {
     this.#kv = opts.kv;
@@ -164,7 +182,7 @@ export class PushService {
     this.#unsubscribe?.();
     this.#unsubscribe = null;
     for (const lane of this.#lanes) lane.length = 0;
-    this.#abort.abort();
+    for (const request of this.#inFlight) request.abort();
     await Promise.all(this.#running);
   }
 
@@ -180,16 +198,35 @@ export class PushService {
     }
   }
 
+  async #handleOf(did: string): Promise<string | null> {
+    const cached = this.#handles.get(did);
+    if (cached !== undefined) return cached;
+    const handle = (await getAccount(this.#kv, did))?.handle ?? null;
+    if (handle !== null) {
+      if (this.#handles.size >= MAX_CACHED_HANDLES) this.#handles.clear();
+      this.#handles.set(did, handle);
+    }
+    return handle;
+  }
+
   async #push(commit: SequencedCommit): Promise<void> {
     let problem: string;
+    // One controller and one timer per request, cleared when it ends (an AbortSignal.timeout
+    // would fire for every push, seconds after it completed).
+    const request = new AbortController();
+    const timer = setTimeout(
+      () => request.abort(new DOMException("Push timed out", "TimeoutError")),
+      this.#timeoutMs,
+    );
+    this.#inFlight.add(request);
     try {
-      const handle = (await getAccount(this.#kv, commit.event.repo))?.handle ?? null;
-      const body = JSON.stringify(pushBodyOf(commit.event, handle));
+      const handle = await this.#handleOf(commit.event.repo);
+      const body = JSON.stringify(pushBodyOf(commit.event, handle, commit.records));
       const res = await fetch(this.#url, {
         method: "POST",
         headers: this.#headers,
         body,
-        signal: AbortSignal.any([this.#abort.signal, AbortSignal.timeout(this.#timeoutMs)]),
+        signal: request.signal,
       });
       await res.body?.cancel();
       if (res.ok) {
@@ -207,6 +244,9 @@ export class PushService {
     } catch (err) {
       if (this.#closed) return;
       problem = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    } finally {
+      clearTimeout(timer);
+      this.#inFlight.delete(request);
     }
     if (!this.#down) {
       this.#down = true;
@@ -220,6 +260,8 @@ export class PushService {
     this.#failedSinceDown++;
   }
 }
+
+const MAX_CACHED_HANDLES = 10_000;
 
 function laneOf(did: string, lanes: number): number {
   let h = 0;

@@ -2,12 +2,15 @@
 // 6.2 rule 5, 6.4; DESIGN.md section 4 "Push ingest"), against a real HTTP server as the index.
 
 import assert from "node:assert/strict";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { formatCid } from "../../shared/cid.ts";
+import { COLLECTION_POST, COLLECTION_PROFILE } from "../../shared/nsid.ts";
 import { opsFromPush } from "../../shared/ops.ts";
 import { serveOnPort0, waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { streamServicesFor } from "./services.ts";
+import { pushBodyOf } from "./push.ts";
+import { type SequencedCommit, sequencerFor } from "./sequencer.ts";
 import { writePosts } from "./_stream_test_util.ts";
 
 const SECRET = "ingest-secret-for-tests";
@@ -152,4 +155,66 @@ Deno.test("with the index down (connection refused), writes succeed and the fail
 Deno.test("APPVIEW_INTERNAL_URL=off disables the push", async () => {
   await using s = await startTestServer({ env: { APPVIEW_INTERNAL_URL: "off" } });
   assert.equal(streamServicesFor(s.ctx)!.push, null);
+});
+
+Deno.test("the push body built from the writer's records equals the one read back from the commit's CAR (links, blobs, replies)", async () => {
+  await using s = await startTestServer();
+  const w = await signUp(s.url, "records.test");
+  const auth = { authorization: `Bearer ${w.accessJwt}` };
+  const captured: SequencedCommit[] = [];
+  let blobLink = "";
+  const stop = sequencerFor(s.ctx.kv).onCommit((c) => captured.push(c));
+  try {
+    const upload = await fetch(`${s.url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "image/png" },
+      body: new Uint8Array([137, 80, 78, 71, 1, 2, 3]),
+    });
+    assert.equal(upload.status, 200);
+    const { blob } = await upload.json();
+    blobLink = blob.ref.$link;
+    const profile = await xrpcPost(s.url, "com.atproto.repo.putRecord", {
+      repo: w.did,
+      collection: COLLECTION_PROFILE,
+      rkey: "self",
+      record: { displayName: "Records", avatar: blob },
+    }, auth);
+    assert.equal(profile.status, 200);
+    await profile.body?.cancel();
+    const parent = await xrpcPost(s.url, "com.atproto.repo.createRecord", {
+      repo: w.did,
+      collection: COLLECTION_POST,
+      record: { text: "parent", createdAt: "2026-11-21T10:00:00.000Z" },
+    }, auth);
+    const ref = await parent.json();
+    const reply = await xrpcPost(s.url, "com.atproto.repo.createRecord", {
+      repo: w.did,
+      collection: COLLECTION_POST,
+      record: {
+        text: "reply",
+        createdAt: "2026-11-21T10:00:01.000Z",
+        reply: { root: { uri: ref.uri, cid: ref.cid }, parent: { uri: ref.uri, cid: ref.cid } },
+      },
+    }, auth);
+    assert.equal(reply.status, 200);
+    await reply.body?.cancel();
+  } finally {
+    stop();
+  }
+  assert.equal(captured.length, 3);
+  for (const c of captured) {
+    assert.ok(c.records !== undefined && c.records.size === 1, `records of seq ${c.seq}`);
+    // Keyed by the op's CID string, so pushBodyOf takes the record from here, not the CAR.
+    assert.ok(c.records.has(formatCid(c.event.ops[0].cid!)));
+    const fromRecords = pushBodyOf(c.event, "records.test", c.records);
+    // Without the records: parsed from the CAR of the event as stored in KV.
+    const [stored] = await sequencerFor(s.ctx.kv).readEvents(c.seq - 1, 1);
+    assert.deepEqual(fromRecords, pushBodyOf(stored.event, "records.test"));
+  }
+  const profile = pushBodyOf(captured[0].event, null, captured[0].records).ops[0].record;
+  assert.deepEqual(profile, {
+    $type: COLLECTION_PROFILE,
+    displayName: "Records",
+    avatar: { $type: "blob", ref: { $link: blobLink }, mimeType: "image/png", size: 7 },
+  });
 });

@@ -59,6 +59,11 @@ export interface SequencedCommit {
   event: CommitEvent;
   /** DAG-CBOR encoding of `event` (the frame body as sent on the wire). */
   body: Uint8Array;
+  /**
+   * The commit's new records, decoded (IPLD form), by CID string: present on events committed
+   * by this process, so in-process listeners (the push) need not parse `event.blocks` again.
+   */
+  records?: ReadonlyMap<string, unknown>;
 }
 
 /** A listener of committed events; called in seq order, synchronously after the KV commit. */
@@ -78,6 +83,8 @@ export interface CommitRequest {
   fill: (op: Deno.AtomicOperation) => void;
   /** The event body without `seq`. */
   event: Omit<CommitEvent, "seq">;
+  /** The new records by CID string, handed to listeners ({@link SequencedCommit.records}). */
+  records?: ReadonlyMap<string, unknown>;
   /** Mutations and bytes `fill` adds (to size the group; the event's own are added here). */
   mutations: number;
   bytes: number;
@@ -187,7 +194,9 @@ export class Sequencer {
         for (let pos = 0, c = 0; pos < body.length || c === 0; pos += EVENT_CHUNK_BYTES, c++) {
           op.set(seqEventChunkKey(seq, c), body.subarray(pos, pos + EVENT_CHUNK_BYTES));
         }
-        return { seq, event, body };
+        return request.records === undefined
+          ? { seq, event, body }
+          : { seq, event, body, records: request.records };
       });
       const last = head.seq + requests.length;
       op.check({ key: seqHeadKey(), versionstamp: head.versionstamp });

@@ -239,6 +239,9 @@ export async function resolveRepo(ctx: PdsContext, repo: unknown): Promise<strin
 
 /** The DID of `repo`, which must be the authenticated account's own repository. */
 async function ownRepo(ctx: PdsContext, c: Context<PdsEnv>, repo: unknown): Promise<string> {
+  // The token's own DID needs no lookup: the write path answers RepoNotFound for a DID without
+  // an account (its signing key is looked up anyway).
+  if (typeof repo === "string" && repo === c.get("auth").did) return repo;
   const did = await resolveRepo(ctx, repo);
   if (did !== c.get("auth").did) {
     throw new XrpcError(403, "Forbidden", `Token subject does not own repo: ${q(String(repo))}`);
