@@ -25,10 +25,11 @@
  *   handle_attempted_at (last handle-resolution attempt; null when none or after success).
  *   Indexes: (indexed_at DESC, uri DESC, did) global timeline, covering the followee filter of
  *   the timeline scan; (did, indexed_at DESC, uri DESC) per author; (parent_uri, indexed_at,
- *   uri) and root_uri (partial, replies only; replies read in order without a sort);
+ *   uri) (partial, replies only; replies read in order without a sort);
  *   (did, handle_attempted_at) partial over placeholder handles for handle sync
  *   (`WHERE handle GLOB 'did:*'`). Version 1 created posts_by_time and posts_by_parent without
- *   their trailing columns; migration 2 recreates them as described here.
+ *   their trailing columns; migration 2 recreates them as described here. Version 1 also created
+ *   posts_by_root (root_uri, partial); migration 4 drops it (no query used it).
  *
  * posts_fts: FTS5, contentless (`content=''`, `contentless_delete=1`), column `text`,
  *   rowid = posts.id. Search: `SELECT rowid FROM posts_fts WHERE posts_fts MATCH ? ORDER BY

@@ -226,10 +226,10 @@ Deno.test("applyOps stores the cursor in the transaction of the last batch", () 
   assert.deepEqual(ix.row("SELECT count(*) AS n FROM posts"), { n: 3 }, "rolled back with it");
 });
 
-Deno.test("IndexWriter refuses a batch size outside 1 to 10000", () => {
+Deno.test("IndexWriter refuses a batch size outside 1 to 100000", () => {
   using ix = openTestIndex();
   assert.throws(() => new IndexWriter(ix.db, { batchSize: 0 }), {
     name: "RangeError",
-    message: "Batch size must be an integer from 1 to 10000: 0",
+    message: "Batch size must be an integer from 1 to 100000: 0",
   });
 });

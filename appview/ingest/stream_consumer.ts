@@ -36,9 +36,9 @@ export const STABLE_CONNECTION_MS = 10_000;
  * Most messages folded into one `applyOps` call (with {@link MAX_BATCH_OPS}, one transaction of
  * the writer's default batch size: larger transactions write fewer WAL pages per op).
  */
-export const MAX_BATCH_MESSAGES = 5_000;
+export const MAX_BATCH_MESSAGES = 20_000;
 /** Ops after which a batch is applied even if more messages are queued. */
-export const MAX_BATCH_OPS = 5_000;
+export const MAX_BATCH_OPS = 20_000;
 /** How long `close()` waits for the socket's close handshake. */
 const CLOSE_TIMEOUT_MS = 2_000;
 

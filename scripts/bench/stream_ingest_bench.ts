@@ -3,7 +3,7 @@
  * CBOR decode included"): ops/s from pre-encoded `subscribeRepos` `#commit` frames to committed
  * rows, through the consumer's own decoding (`LocalStreamProtocol.decode`: `decodeFrame`, CAR
  * read with CID verification, `opsFromCommitEvent`) and `IndexWriter.applyOps` with the `seq`
- * cursor in the same transaction, in batches of `MAX_BATCH_MESSAGES` frames as the consumer folds
+ * cursor in the same transaction and each commit gated by its repository's rev, in batches of `MAX_BATCH_MESSAGES` frames as the consumer folds
  * queued frames (one op per frame here).
  *
  * The op mix is the ingest benchmark's (`generateOps`: posts with FTS and replies, likes,
@@ -17,7 +17,7 @@ import { cpuUsage } from "node:process";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { CURSOR_LOCAL_SEQ } from "../../appview/db/state.ts";
 import { makeCommit } from "../../appview/ingest/_stream_testing.ts";
-import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
+import { type CommitSpan, IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { LocalStreamProtocol } from "../../appview/ingest/local_stream.ts";
 import {
   MAX_BATCH_MESSAGES,
@@ -72,16 +72,25 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
     let halfway = start;
     let halfwayFrames = 0;
     for (let i = 0; i < frames.length; i += FRAMES_PER_BATCH) {
+      // Folded as the consumer's drain folds queued frames: ops, commit spans (each commit gated
+      // by its repository's rev), the cursor in the same transaction.
       const ops: IndexOp[] = [];
+      const commits: CommitSpan[] = [];
       const end = Math.min(frames.length, i + FRAMES_PER_BATCH);
       for (let j = i; j < end; j++) {
         const decoded = protocol.decode(frames[j], cursor, control);
         if (decoded === null) continue;
+        const start = ops.length;
         for (const op of decoded.ops) ops.push(op);
+        if (decoded.commit !== undefined) {
+          commits.push({ start, end: ops.length, commit: decoded.commit });
+        }
         cursor = decoded.cursor;
       }
-      applied +=
-        writer.applyOps(ops, { cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! } }).applied;
+      applied += writer.applyOps(ops, {
+        cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! },
+        commits,
+      }).applied;
       if (halfway === start && end >= frames.length / 2) {
         halfway = performance.now();
         halfwayFrames = end;
