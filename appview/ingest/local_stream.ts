@@ -23,16 +23,16 @@
  */
 
 import { decodeFrame, FRAME_OP_ERROR } from "../../shared/frame.ts";
-import { OpsError, opsFromCommitEvent, opsFromJetstream } from "../../shared/ops.ts";
+import { type IndexOp, OpsError, opsFromCommitEvent, opsFromJetstream } from "../../shared/ops.ts";
 import { isValidTid } from "../../shared/tid.ts";
 import type { AppviewContext } from "../context.ts";
 import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../db/state.ts";
 import {
   type DecodedMessage,
-  messageOf,
   StreamConsumer,
   type StreamConsumerOptions,
   type StreamControl,
+  type StreamParser,
   type StreamProtocol,
 } from "./stream_consumer.ts";
 
@@ -56,9 +56,21 @@ export class LocalStreamProtocol implements StreamProtocol {
   readonly #url: string;
   readonly #maxFrameBytes: number;
 
+  /**
+   * The cursor-independent, CPU-heavy half of {@link decode} ({@link parseLocalFrame}), run by
+   * the consumer in a worker thread so decoding overlaps with the index writes.
+   */
+  readonly parser: StreamParser;
+
   constructor(url: string, maxFrameBytes = MAX_LOCAL_FRAME_BYTES) {
     this.#url = url;
     this.#maxFrameBytes = maxFrameBytes;
+    const options: LocalParseOptions = { maxFrameBytes };
+    this.parser = {
+      workerUrl: new URL("./local_parse_worker.ts", import.meta.url),
+      options,
+      accept: (parsed, cursor, control) => acceptLocalFrame(parsed as LocalFrame, cursor, control),
+    };
   }
 
   connectUrl(cursor: number | null): string {
@@ -75,77 +87,145 @@ export class LocalStreamProtocol implements StreamProtocol {
     cursor: number | null,
     control: StreamControl,
   ): DecodedMessage | null {
-    const { log } = control;
-    if (typeof data === "string") {
-      log.warn("Text frame skipped: subscribeRepos frames are binary", { length: data.length });
+    return acceptLocalFrame(parseLocalFrame(data, this.#maxFrameBytes), cursor, control);
+  }
+}
+
+/** Options of {@link parseLocalFrame} (sent to the parse worker). */
+export interface LocalParseOptions {
+  maxFrameBytes: number;
+}
+
+/**
+ * A `subscribeRepos` message parsed without the consumer's state: what {@link acceptLocalFrame}
+ * needs to decide, log and apply. Plain data, so it crosses from the parse worker as is.
+ */
+export type LocalFrame =
+  | { t: "text"; length: number }
+  | { t: "undecodable"; error: ErrorInfo; bytes: number }
+  | { t: "error"; error: unknown; message: unknown }
+  | { t: "info"; name: unknown; message: unknown }
+  | { t: "bad-seq"; type: unknown; seq: string }
+  | { t: "event"; seq: number; ops: IndexOp[]; commit?: { did: string; rev: string } }
+  | { t: "unconvertible"; seq: number; type: unknown; error: ErrorInfo };
+
+/** An error as plain data (what the logger prints of an `Error`). */
+export interface ErrorInfo {
+  name: string;
+  message: string;
+}
+
+function errorInfo(e: unknown): ErrorInfo {
+  return e instanceof Error
+    ? { name: e.name, message: e.message }
+    : { name: "Error", message: String(e) };
+}
+
+/**
+ * The CPU-heavy part of decoding a message, independent of the cursor: the frame (strict
+ * DAG-CBOR, bounded), the CAR (each record block checked against its CID) and the ops. Never
+ * throws: bad input becomes a {@link LocalFrame} that says why.
+ */
+export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: number): LocalFrame {
+  if (typeof data === "string") return { t: "text", length: data.length };
+  let frame;
+  try {
+    frame = decodeFrame(new Uint8Array(data), { maxSize: maxFrameBytes });
+  } catch (e) {
+    return { t: "undecodable", error: errorInfo(e), bytes: data.byteLength };
+  }
+  const { header, body } = frame;
+  if (header.op === FRAME_OP_ERROR) return { t: "error", error: body.error, message: body.message };
+  if (header.t === "#info") return { t: "info", name: body.name, message: body.message };
+  const seq = body.seq;
+  if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1) {
+    return { t: "bad-seq", type: header.t, seq: String(seq) };
+  }
+  try {
+    switch (header.t) {
+      case "#commit": {
+        const ops = opsFromCommitEvent(body);
+        const rev = body.rev;
+        if (typeof rev !== "string" || !isValidTid(rev)) {
+          throw new OpsError(`Invalid rev: ${String(rev)}`);
+        }
+        const did = body.repo as string; // checked by opsFromCommitEvent
+        return { t: "event", seq, ops, commit: { did, rev } };
+      }
+      case "#identity":
+        return {
+          t: "event",
+          seq,
+          ops: opsFromJetstream({
+            did: body.did,
+            kind: "identity",
+            identity: { did: body.did, handle: body.handle },
+          }),
+        };
+      default:
+        return { t: "event", seq, ops: [] };
+    }
+  } catch (e) {
+    return { t: "unconvertible", seq, type: header.t, error: errorInfo(e) };
+  }
+}
+
+/**
+ * The part of decoding that needs the consumer: drops frames at or below `cursor`, logs and
+ * reports bad input, drops the connection on an error frame.
+ */
+export function acceptLocalFrame(
+  frame: LocalFrame,
+  cursor: number | null,
+  control: StreamControl,
+): DecodedMessage | null {
+  const { log } = control;
+  switch (frame.t) {
+    case "text":
+      log.warn("Text frame skipped: subscribeRepos frames are binary", { length: frame.length });
       control.fail("Text frame skipped");
       return null;
-    }
-    let frame;
-    try {
-      frame = decodeFrame(new Uint8Array(data), { maxSize: this.#maxFrameBytes });
-    } catch (e) {
-      log.warn("Frame skipped: it cannot be decoded", { error: e, bytes: data.byteLength });
-      control.fail(`Frame skipped: ${messageOf(e)}`);
+    case "undecodable":
+      log.warn("Frame skipped: it cannot be decoded", { error: frame.error, bytes: frame.bytes });
+      control.fail(`Frame skipped: ${frame.error.message}`);
       return null;
-    }
-    const { header, body } = frame;
-    if (header.op === FRAME_OP_ERROR) {
-      const reason = `Stream error ${body.error}: ${body.message ?? ""}`.trimEnd();
-      log.error("Stream sent an error frame", { error: body.error, message: body.message });
+    case "error": {
+      const reason = `Stream error ${frame.error}: ${frame.message ?? ""}`.trimEnd();
+      log.error("Stream sent an error frame", { error: frame.error, message: frame.message });
       control.disconnect(reason);
       return null;
     }
-    if (header.t === "#info") {
-      if (body.name === INFO_OUTDATED_CURSOR) {
+    case "info":
+      if (frame.name === INFO_OUTDATED_CURSOR) {
         log.warn("Cursor is older than the stream's retention; continuing from stored replay", {
           cursor,
-          message: body.message,
+          message: frame.message,
         });
       } else {
-        log.info("Stream info", { name: body.name, message: body.message });
+        log.info("Stream info", { name: frame.name, message: frame.message });
       }
       return null;
-    }
-    const seq = body.seq;
-    if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1) {
-      log.warn("Frame skipped: invalid seq", { type: header.t, seq: String(seq) });
-      control.fail(`Frame skipped: invalid seq ${String(seq)}`);
+    case "bad-seq":
+      log.warn("Frame skipped: invalid seq", { type: frame.type, seq: frame.seq });
+      control.fail(`Frame skipped: invalid seq ${frame.seq}`);
       return null;
-    }
-    if (cursor !== null && seq <= cursor) {
-      log.debug("Duplicate frame dropped", { seq, cursor });
-      return null;
-    }
-    try {
-      switch (header.t) {
-        case "#commit": {
-          const ops = opsFromCommitEvent(body);
-          const rev = body.rev;
-          if (typeof rev !== "string" || !isValidTid(rev)) {
-            throw new OpsError(`Invalid rev: ${String(rev)}`);
-          }
-          const did = body.repo as string; // checked by opsFromCommitEvent
-          return { ops, cursor: seq, commit: { did, rev, mode: "newer" } };
-        }
-        case "#identity":
-          return {
-            ops: opsFromJetstream({
-              did: body.did,
-              kind: "identity",
-              identity: { did: body.did, handle: body.handle },
-            }),
-            cursor: seq,
-          };
-        default:
-          return { ops: [], cursor: seq };
-      }
-    } catch (e) {
-      log.warn("Event skipped: it cannot be converted", { seq, type: header.t, error: e });
-      control.fail(`Event ${seq} skipped: ${messageOf(e)}`);
-      return { ops: [], cursor: seq };
-    }
   }
+  const seq = frame.seq;
+  if (cursor !== null && seq <= cursor) {
+    log.debug("Duplicate frame dropped", { seq, cursor });
+    return null;
+  }
+  if (frame.t === "unconvertible") {
+    log.warn("Event skipped: it cannot be converted", {
+      seq,
+      type: frame.type,
+      error: frame.error,
+    });
+    control.fail(`Event ${seq} skipped: ${frame.error.message}`);
+    return { ops: [], cursor: seq };
+  }
+  if (frame.commit === undefined) return { ops: frame.ops, cursor: seq };
+  return { ops: frame.ops, cursor: seq, commit: { ...frame.commit, mode: "newer" } };
 }
 
 /** Builds the local-stream consumer of the index (call `start()`, later `close()`). */

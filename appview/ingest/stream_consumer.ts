@@ -17,6 +17,7 @@ import type { IndexOp } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
 import { type ConsumerState, readCursor, writeConsumerStatus } from "../db/state.ts";
 import type { CommitRef, CommitSpan } from "./apply_ops.ts";
+import { OffThreadParser } from "./parse_worker.ts";
 
 /** Reconnect delays: the n-th attempt waits about `initialMs * 2^n`, capped at `maxMs`. */
 export interface BackoffOptions {
@@ -75,6 +76,20 @@ export interface StreamControl {
   disconnect(reason: string): void;
 }
 
+/**
+ * The cursor-independent, CPU-heavy part of a protocol's decode, run in a worker thread
+ * (`parse_worker.ts`): `decode(data, cursor, control)` must equal
+ * `accept(<worker's parse of data>, cursor, control)`.
+ */
+export interface StreamParser {
+  /** Worker module: answers each `ParseRequest` with a `ParseResult`, in order. */
+  readonly workerUrl: URL;
+  /** Sent with every batch to the worker (structured-cloneable). */
+  readonly options: unknown;
+  /** The rest of decoding, on the main thread, for one parsed message. */
+  accept(parsed: unknown, cursor: number | null, control: StreamControl): DecodedMessage | null;
+}
+
 /** The wire side of a stream consumer. */
 export interface StreamProtocol {
   /** `consumer_status` name (`db/state.ts`). */
@@ -93,6 +108,8 @@ export interface StreamProtocol {
     cursor: number | null,
     control: StreamControl,
   ): DecodedMessage | null;
+  /** When present, messages are parsed in a worker thread (see {@link StreamParser}). */
+  readonly parser?: StreamParser;
 }
 
 /** Options of {@link StreamConsumer}. */
@@ -100,7 +117,15 @@ export interface StreamConsumerOptions {
   backoff?: BackoffOptions;
   /** Random source of the jitter (tests pin it). */
   random?: () => number;
+  /**
+   * Parse messages in a worker thread when the protocol offers a parser (default true). False
+   * decodes on the main thread, as when the worker cannot start.
+   */
+  parseInWorker?: boolean;
 }
+
+/** A received message: raw, or already parsed by the protocol's worker. */
+type QueuedMessage = { raw: string | ArrayBuffer } | { parsed: unknown };
 
 /** Snapshot of a consumer's state, as written to `consumer_status`. */
 export interface StreamConsumerStatus {
@@ -126,7 +151,8 @@ export class StreamConsumer implements AsyncDisposable {
   #socketClosed: Promise<void> = Promise.resolve();
   #openedAt = 0;
   #attempt = 0;
-  #queue: (string | ArrayBuffer)[] = [];
+  #queue: QueuedMessage[] = [];
+  readonly #parser: OffThreadParser | null;
   #drainTimer: ReturnType<typeof setTimeout> | null = null;
   #reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   #statusTimer: ReturnType<typeof setInterval> | null = null;
@@ -152,6 +178,21 @@ export class StreamConsumer implements AsyncDisposable {
         this.#dropConnection();
       },
     };
+    this.#parser = protocol.parser !== undefined && opts.parseInWorker !== false
+      ? new OffThreadParser({
+        parser: protocol.parser,
+        log: this.#log,
+        deliver: (parsed) => {
+          for (const p of parsed) this.#queue.push({ parsed: p });
+          this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
+        },
+        onFailure: (reason) => {
+          // What was in flight is gone: resume from the stored cursor, decoding inline.
+          this.#lastError = reason;
+          this.#dropConnection();
+        },
+      })
+      : null;
   }
 
   /** Current state (the same values the status row holds). */
@@ -164,11 +205,17 @@ export class StreamConsumer implements AsyncDisposable {
     };
   }
 
+  /** Whether messages are currently parsed in a worker thread (see {@link StreamParser}). */
+  get parsesInWorker(): boolean {
+    return this.#parser?.active ?? false;
+  }
+
   /** Reads the stored cursor and connects. */
   start(): void {
     if (this.#started) throw new Error(`Consumer ${this.#protocol.consumer} already started`);
     this.#started = true;
     this.#cursor = readCursor(this.#ctx.db, this.#protocol.cursorName);
+    this.#parser?.start();
     this.#statusTimer = setInterval(() => this.#writeStatus(false), STATUS_INTERVAL_MS);
     this.#connect();
   }
@@ -201,6 +248,9 @@ export class StreamConsumer implements AsyncDisposable {
       ]);
       clearTimeout(timer);
     }
+    // Apply what was received: let the worker answer for the messages it holds.
+    await this.#parser?.settle(CLOSE_TIMEOUT_MS);
+    this.#parser?.close();
     this.#drain();
     if (this.#started) this.#setState("disabled");
     this.#log.info("Consumer stopped", { cursor: this.#cursor });
@@ -232,7 +282,11 @@ export class StreamConsumer implements AsyncDisposable {
     };
     socket.onmessage = (event: MessageEvent) => {
       if (this.#socket !== socket) return;
-      this.#queue.push(event.data);
+      if (this.#parser?.active) {
+        this.#parser.push(event.data);
+        return;
+      }
+      this.#queue.push({ raw: event.data });
       this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
     };
     socket.onerror = (event: Event) => {
@@ -261,6 +315,7 @@ export class StreamConsumer implements AsyncDisposable {
 
   #dropConnection(): void {
     this.#queue = [];
+    this.#parser?.reset();
     const socket = this.#socket;
     if (socket === null) return;
     try {
@@ -320,9 +375,11 @@ export class StreamConsumer implements AsyncDisposable {
     this.#writeStatus(false);
   }
 
-  #decode(data: string | ArrayBuffer, cursor: number | null): DecodedMessage | null {
+  #decode(message: QueuedMessage, cursor: number | null): DecodedMessage | null {
     try {
-      return this.#protocol.decode(data, cursor, this.#control);
+      return "raw" in message
+        ? this.#protocol.decode(message.raw, cursor, this.#control)
+        : this.#protocol.parser!.accept(message.parsed, cursor, this.#control);
     } catch (e) {
       // Protocols report bad input themselves; this is a defect, never a reason to stop.
       this.#lastError = `Message skipped: ${messageOf(e)}`;

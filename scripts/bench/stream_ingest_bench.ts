@@ -1,10 +1,12 @@
 /**
  * Local-stream ingest benchmark (DESIGN.md section 8: ">= 20,000 ops/s sustained; local-stream
  * CBOR decode included"): ops/s from pre-encoded `subscribeRepos` `#commit` frames to committed
- * rows, through the consumer's own decoding (`LocalStreamProtocol.decode`: `decodeFrame`, CAR
- * read with CID verification, `opsFromCommitEvent`) and `IndexWriter.applyOps` with the `seq`
- * cursor in the same transaction and each commit gated by its repository's rev, in batches of `MAX_BATCH_MESSAGES` frames as the consumer folds
- * queued frames (one op per frame here).
+ * rows, through the consumer's own path: frames parsed in its worker thread (`OffThreadParser`
+ * running `parseLocalFrame`: `decodeFrame`, CAR read with CID verification, `opsFromCommitEvent`),
+ * accepted on the main thread (`acceptLocalFrame`), folded as the consumer folds queued frames
+ * (up to `MAX_BATCH_MESSAGES`) into `IndexWriter.applyOps` with the `seq` cursor in the same
+ * transaction and each commit gated by its repository's rev. One op per frame here. Decoding on
+ * the main thread alone is reported too (informational).
  *
  * The op mix is the ingest benchmark's (`generateOps`: posts with FTS and replies, likes,
  * reposts, follows, deletes, profiles), one op per commit as `createRecord` produces them (handle
@@ -19,6 +21,7 @@ import { CURSOR_LOCAL_SEQ } from "../../appview/db/state.ts";
 import { makeCommit } from "../../appview/ingest/_stream_testing.ts";
 import { type CommitSpan, IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { LocalStreamProtocol } from "../../appview/ingest/local_stream.ts";
+import { OffThreadParser } from "../../appview/ingest/parse_worker.ts";
 import {
   MAX_BATCH_MESSAGES,
   MAX_BATCH_OPS,
@@ -67,35 +70,65 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
     const writer = new IndexWriter(db); // default batch size, as the server's writer
     let cursor: number | null = null;
     let applied = 0;
+    let received = 0;
+    let halfway = 0;
+    let halfwayFrames = 0;
+    // As the consumer: frames are parsed by the protocol's worker (OffThreadParser), results
+    // queue up while the main thread writes, and each drain folds up to FRAMES_PER_BATCH queued
+    // frames (ops, commit spans gated by rev, the cursor) into one applyOps call.
+    let queue: unknown[] = [];
+    let drainTimer: ReturnType<typeof setTimeout> | null = null;
+    let finished!: () => void;
+    const done = new Promise<void>((r) => (finished = r));
+    const drain = () => {
+      drainTimer = null;
+      const batch = queue;
+      queue = [];
+      for (let i = 0; i < batch.length; i += FRAMES_PER_BATCH) {
+        const ops: IndexOp[] = [];
+        const commits: CommitSpan[] = [];
+        const end = Math.min(batch.length, i + FRAMES_PER_BATCH);
+        for (let j = i; j < end; j++) {
+          const decoded = protocol.parser.accept(batch[j], cursor, control);
+          if (decoded === null) continue;
+          const first = ops.length;
+          for (const op of decoded.ops) ops.push(op);
+          if (decoded.commit !== undefined) {
+            commits.push({ start: first, end: ops.length, commit: decoded.commit });
+          }
+          cursor = decoded.cursor;
+        }
+        applied += writer.applyOps(ops, {
+          cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! },
+          commits,
+        }).applied;
+        received += end - i;
+        if (halfway === 0 && received >= frames.length / 2) {
+          halfway = performance.now();
+          halfwayFrames = received;
+        }
+      }
+      if (received === frames.length) finished();
+    };
+    const parser = new OffThreadParser({
+      parser: protocol.parser,
+      log: silentLogger,
+      deliver: (parsed) => {
+        for (const p of parsed) queue.push(p);
+        drainTimer ??= setTimeout(drain, 0);
+      },
+      onFailure: (reason) => {
+        failures.push(reason);
+        finished();
+      },
+    });
+    if (!parser.start()) throw new Error("The parse worker did not start");
+    await parser.settle(10_000); // the worker is loaded before the clock starts
     const cpuStart = cpuUsage();
     const start = performance.now();
-    let halfway = start;
-    let halfwayFrames = 0;
-    for (let i = 0; i < frames.length; i += FRAMES_PER_BATCH) {
-      // Folded as the consumer's drain folds queued frames: ops, commit spans (each commit gated
-      // by its repository's rev), the cursor in the same transaction.
-      const ops: IndexOp[] = [];
-      const commits: CommitSpan[] = [];
-      const end = Math.min(frames.length, i + FRAMES_PER_BATCH);
-      for (let j = i; j < end; j++) {
-        const decoded = protocol.decode(frames[j], cursor, control);
-        if (decoded === null) continue;
-        const start = ops.length;
-        for (const op of decoded.ops) ops.push(op);
-        if (decoded.commit !== undefined) {
-          commits.push({ start, end: ops.length, commit: decoded.commit });
-        }
-        cursor = decoded.cursor;
-      }
-      applied += writer.applyOps(ops, {
-        cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! },
-        commits,
-      }).applied;
-      if (halfway === start && end >= frames.length / 2) {
-        halfway = performance.now();
-        halfwayFrames = end;
-      }
-    }
+    for (const frame of frames) parser.push(frame); // transferred: the bench is done with them
+    await done;
+    parser.close();
     const stop = performance.now();
     const cpu = cpuUsage(cpuStart);
     const cpuSeconds = (cpu.user + cpu.system) / 1e6;

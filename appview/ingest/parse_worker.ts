@@ -1,0 +1,163 @@
+/**
+ * Stream messages parsed in a worker thread ({@link OffThreadParser}). A consumer's CPU goes to
+ * two things: decoding frames and writing the index. On the main thread they add up; with the
+ * cursor-independent part of decoding ({@link StreamParser}) in a worker, the two overlap on two
+ * cores.
+ *
+ * - Messages are sent in batches (those that arrive in one turn of the event loop, at most
+ *   {@link MAX_PARSE_BATCH}), because each message to a worker has a fixed cost.
+ * - Results come back in the order the messages were pushed (one worker, first in first out).
+ * - {@link OffThreadParser.reset} forgets everything in flight (the consumer dropped its
+ *   connection and will resume from its stored cursor, so those messages come again).
+ * - If the worker cannot start or fails, `onFailure` is called once and the parser is inactive
+ *   from then on: the consumer decodes on the main thread and resumes from its cursor, so nothing
+ *   in flight is lost.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../shared/log.ts";
+import type { StreamParser } from "./stream_consumer.ts";
+
+/** Most messages in one batch to the worker. */
+export const MAX_PARSE_BATCH = 512;
+
+/** A batch sent to a parse worker. */
+export interface ParseRequest {
+  id: number;
+  frames: (string | ArrayBuffer)[];
+  options: unknown;
+}
+
+/** A parse worker's answer to a {@link ParseRequest}. */
+export interface ParseResult {
+  id: number;
+  parsed: unknown[];
+}
+
+/** Parses stream messages in a worker thread, delivering results in order. */
+export class OffThreadParser {
+  readonly #parser: StreamParser;
+  readonly #deliver: (parsed: unknown[]) => void;
+  readonly #onFailure: (reason: string) => void;
+  readonly #log: Logger;
+  #worker: Worker | null = null;
+  #failed = false;
+  #batch: (string | ArrayBuffer)[] = [];
+  #flushTimer: ReturnType<typeof setTimeout> | null = null;
+  #nextId = 0;
+  /** Results of batches with a lower id are dropped (set by {@link reset}). */
+  #firstValidId = 0;
+  /** Batches sent and not answered. */
+  #inFlight = 0;
+  #idleWaiters: (() => void)[] = [];
+
+  constructor(opts: {
+    parser: StreamParser;
+    deliver: (parsed: unknown[]) => void;
+    onFailure: (reason: string) => void;
+    log: Logger;
+  }) {
+    this.#parser = opts.parser;
+    this.#deliver = opts.deliver;
+    this.#onFailure = opts.onFailure;
+    this.#log = opts.log;
+  }
+
+  /** True while messages go to the worker (started and not failed). */
+  get active(): boolean {
+    return this.#worker !== null && !this.#failed;
+  }
+
+  /** Starts the worker; false (and inactive) when it cannot start. */
+  start(): boolean {
+    if (this.#worker !== null || this.#failed) return this.active;
+    try {
+      const worker = new Worker(this.#parser.workerUrl, { type: "module" });
+      worker.onmessage = (event: MessageEvent<ParseResult>) => this.#onResult(event.data);
+      worker.onerror = (event: ErrorEvent) => {
+        event.preventDefault();
+        this.#fail(`Parse worker failed: ${event.message}`);
+      };
+      worker.onmessageerror = () => this.#fail("Parse worker sent a message that cannot be read");
+      this.#worker = worker;
+      return true;
+    } catch (e) {
+      this.#failed = true;
+      this.#log.warn("Cannot start the parse worker; decoding on the main thread", { error: e });
+      return false;
+    }
+  }
+
+  /** Queues a message for parsing (sent at the end of this event-loop turn). */
+  push(frame: string | ArrayBuffer): void {
+    this.#batch.push(frame);
+    if (this.#batch.length >= MAX_PARSE_BATCH) this.#flush();
+    else this.#flushTimer ??= setTimeout(() => this.#flush(), 0);
+  }
+
+  /** Forgets the messages pushed so far: their results will not be delivered. */
+  reset(): void {
+    this.#batch = [];
+    this.#firstValidId = this.#nextId;
+  }
+
+  /** Sends what is queued and resolves when every batch sent has been answered (or `ms`). */
+  async settle(ms: number): Promise<void> {
+    this.#flush();
+    if (this.#inFlight === 0 || !this.active) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      new Promise<void>((r) => this.#idleWaiters.push(r)),
+      new Promise<void>((r) => (timer = setTimeout(r, ms))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /** Stops the worker; nothing more is delivered. */
+  close(): void {
+    if (this.#flushTimer !== null) clearTimeout(this.#flushTimer);
+    this.#flushTimer = null;
+    this.#batch = [];
+    this.#firstValidId = this.#nextId;
+    this.#worker?.terminate();
+    this.#worker = null;
+    this.#wakeIdle();
+  }
+
+  #flush(): void {
+    if (this.#flushTimer !== null) clearTimeout(this.#flushTimer);
+    this.#flushTimer = null;
+    if (this.#batch.length === 0 || !this.active) return;
+    const frames = this.#batch;
+    this.#batch = [];
+    const request: ParseRequest = { id: this.#nextId++, frames, options: this.#parser.options };
+    const transfer = frames.filter((f): f is ArrayBuffer => f instanceof ArrayBuffer);
+    this.#inFlight++;
+    this.#worker!.postMessage(request, transfer);
+  }
+
+  #onResult(result: ParseResult): void {
+    this.#inFlight--;
+    if (result.id >= this.#firstValidId && this.active) this.#deliver(result.parsed);
+    if (this.#inFlight === 0) this.#wakeIdle();
+  }
+
+  #fail(reason: string): void {
+    if (this.#failed) return;
+    this.#failed = true;
+    this.#log.error("Parse worker failed; decoding on the main thread from now on", { reason });
+    this.#worker?.terminate();
+    this.#worker = null;
+    this.#batch = [];
+    this.#inFlight = 0;
+    this.#wakeIdle();
+    this.#onFailure(reason);
+  }
+
+  #wakeIdle(): void {
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const wake of waiters) wake();
+  }
+}
