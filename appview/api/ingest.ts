@@ -20,6 +20,7 @@ import { Hono } from "hono";
 import { OpsError } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
 import { applyPush } from "../ingest/push.ts";
+import { readStreamLimited } from "../../shared/bytes.ts";
 import { ApiError, errorBody, invalidRequest } from "./errors.ts";
 
 /** Path of the push endpoint. */
@@ -90,25 +91,5 @@ async function readBounded(req: Request, maxBytes: number): Promise<Uint8Array> 
     await req.body?.cancel().catch(() => {});
     throw tooLarge(maxBytes);
   }
-  if (req.body === null) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = req.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return bytes;
+  return readStreamLimited(req.body, maxBytes, () => tooLarge(maxBytes));
 }

@@ -22,6 +22,7 @@
  * @module
  */
 
+import { readStreamLimited } from "../../shared/bytes.ts";
 import { classifyAddress } from "./ip_ranges.ts";
 
 /** Default bound on a response body (a DID document is well under 4 KiB). */
@@ -243,27 +244,11 @@ async function readBounded(res: Response, maxBytes: number, url: string): Promis
       `Response from ${url} is ${declared} bytes (max ${maxBytes})`,
     );
   }
-  if (res.body === null) return new Uint8Array(0);
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      throw new SafeFetchError("too_large", `Response from ${url} exceeds ${maxBytes} bytes`);
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
+  return readStreamLimited(
+    res.body,
+    maxBytes,
+    () => new SafeFetchError("too_large", `Response from ${url} exceeds ${maxBytes} bytes`),
+  );
 }
 
 function refuse(url: URL, what: string, kind: string): never {

@@ -9,6 +9,7 @@
 
 import { cidForRaw, formatCid } from "../../shared/cid.ts";
 import { BLOB_TYPE } from "../../shared/nsid.ts";
+import { readStreamLimited } from "../../shared/bytes.ts";
 import { blobChunkKey, blobMetaKey } from "../store/keys.ts";
 
 /** Largest accepted blob: 1 MiB. */
@@ -49,31 +50,11 @@ interface BlobMeta {
  *
  * @throws {BlobTooLargeError} past the limit.
  */
-export async function readLimited(
+export function readLimited(
   body: ReadableStream<Uint8Array> | null,
   maxBytes = MAX_BLOB_BYTES,
 ): Promise<Uint8Array> {
-  if (body === null) return new Uint8Array(0);
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw new BlobTooLargeError(maxBytes);
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(total);
-  let pos = 0;
-  for (const c of chunks) {
-    out.set(c, pos);
-    pos += c.byteLength;
-  }
-  return out;
+  return readStreamLimited(body, maxBytes, () => new BlobTooLargeError(maxBytes));
 }
 
 /** The MIME type to store for a `Content-Type` header value (parameters dropped). */

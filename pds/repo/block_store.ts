@@ -17,6 +17,7 @@
 import { CID, formatCid } from "../../shared/cid.ts";
 import { repoBlocksKey, repoBlocksPrefix, repoBlocksRevPrefix } from "../store/keys.ts";
 import { CborWriter } from "./cbor_writer.ts";
+import { concatBytes } from "../../shared/bytes.ts";
 import type { Block, NodeSource } from "./mst.ts";
 
 /** A block with the rev of the (latest) commit that wrote it. */
@@ -188,7 +189,7 @@ export class KvBlockSource implements NodeSource {
     for await (
       const e of this.#kv.list<Uint8Array>({ prefix: repoBlocksRevPrefix(this.#did, rev) })
     ) parts.push(e.value);
-    const pack = decodeBlockPack(concat(parts));
+    const pack = decodeBlockPack(concatBytes(parts));
     if (cache.size >= MAX_CACHED_PACKS) cache.delete(cache.keys().next().value!);
     cache.set(key, pack);
     return pack;
@@ -240,7 +241,7 @@ export class KvBlockSource implements NodeSource {
     let rev: string | null = null;
     let parts: Uint8Array[] = [];
     const flush = () => {
-      if (rev !== null) visit(rev, decodeBlockPack(concat(parts)));
+      if (rev !== null) visit(rev, decodeBlockPack(concatBytes(parts)));
     };
     for await (const e of this.#kv.list<Uint8Array>(selector, { batchSize: 500 })) {
       const entryRev = e.key[2] as string;
@@ -253,15 +254,4 @@ export class KvBlockSource implements NodeSource {
     }
     flush();
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let pos = 0;
-  for (const p of parts) {
-    out.set(p, pos);
-    pos += p.length;
-  }
-  return out;
 }

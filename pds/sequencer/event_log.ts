@@ -10,6 +10,7 @@
  */
 
 import { encodeCbor } from "../../shared/cbor.ts";
+import { concatBytes } from "../../shared/bytes.ts";
 import { seqEventChunkKey, seqEventPrefix, seqHeadKey } from "../store/keys.ts";
 
 /** A stored event as bytes: its seq and the DAG-CBOR `#commit` body. */
@@ -52,7 +53,7 @@ export async function readEventBodies(
   let seq = -1;
   let parts: Uint8Array[] = [];
   const flush = () => {
-    if (seq >= 0) out.push({ seq, body: concat(parts) });
+    if (seq >= 0) out.push({ seq, body: concatBytes(parts) });
   };
   const iter = kv.list<Uint8Array>({
     start: seqEventChunkKey(after + 1, 0),
@@ -69,16 +70,5 @@ export async function readEventBodies(
     parts.push(entry.value);
   }
   flush();
-  return out;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let pos = 0;
-  for (const p of parts) {
-    out.set(p, pos);
-    pos += p.length;
-  }
   return out;
 }

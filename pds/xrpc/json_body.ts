@@ -6,38 +6,19 @@
  */
 
 import type { Context } from "hono";
+import { readStreamLimited } from "../../shared/bytes.ts";
 import { XrpcError } from "./errors.ts";
 
 /** Default limit of a JSON procedure body (the reference PDS's JSON limit). */
 export const MAX_JSON_BODY_BYTES = 1_000_000;
 
 /** Reads a request body of at most `maxBytes` bytes; throws 413 `PayloadTooLarge` past it. */
-export async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
+export function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
   const declared = c.req.header("content-length");
-  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
-  const body = c.req.raw.body;
-  if (body === null) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const reader = body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    chunks.push(value);
+  if (declared !== undefined && Number(declared) > maxBytes) {
+    return Promise.reject(tooLarge(maxBytes));
   }
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
+  return readStreamLimited(c.req.raw.body, maxBytes, () => tooLarge(maxBytes));
 }
 
 /**

@@ -1,0 +1,51 @@
+/**
+ * Byte helpers both servers use: joining chunks, and reading a stream up to a limit. Only
+ * web-standard APIs (`ReadableStream`), no Deno APIs.
+ *
+ * @module
+ */
+
+/** Joins byte chunks into one array (a single chunk is returned as is, not copied). */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let pos = 0;
+  for (const p of parts) {
+    out.set(p, pos);
+    pos += p.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Reads `stream` to its end, at most `maxBytes` bytes: as soon as more arrives the stream is
+ * cancelled and the error `tooLarge()` returns is thrown, so nothing past the limit is buffered.
+ * A null stream reads as empty.
+ *
+ * @example
+ * ```ts
+ * const bytes = await readStreamLimited(new Response("hello").body, 10, () => new Error("big"));
+ * // bytes.length === 5
+ * ```
+ */
+export async function readStreamLimited(
+  stream: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+  tooLarge: () => Error,
+): Promise<Uint8Array> {
+  if (stream === null) return new Uint8Array(0);
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return chunks.length === 0 ? new Uint8Array(0) : concatBytes(chunks);
+}
