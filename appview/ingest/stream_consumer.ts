@@ -124,6 +124,50 @@ export interface StreamConsumerOptions {
   parseInWorker?: boolean;
 }
 
+/** One `applyOps` call's worth of decoded messages ({@link foldMessages}). */
+export interface FoldedMessages {
+  ops: IndexOp[];
+  /** The commit of each decoded message that has one, as spans of `ops`. */
+  commits: CommitSpan[];
+  /** Cursor of the last message decoded (the given one when none moved it). */
+  cursor: number | null;
+  /** Index of the first message not folded. */
+  next: number;
+  /** Whether any message was decoded (not dropped). */
+  moved: boolean;
+}
+
+/**
+ * Folds queued messages from `start` into the input of one `applyOps` call, as a consumer drains
+ * its queue: at most {@link MAX_BATCH_MESSAGES} messages, stopping once {@link MAX_BATCH_OPS} ops
+ * are reached; each message decoded with the cursor of the messages before it; dropped ones
+ * (`decode` returns null) skipped.
+ */
+export function foldMessages<T>(
+  messages: readonly T[],
+  start: number,
+  cursor: number | null,
+  decode: (message: T, cursor: number | null) => DecodedMessage | null,
+): FoldedMessages {
+  const ops: IndexOp[] = [];
+  const commits: CommitSpan[] = [];
+  let moved = false;
+  let i = start;
+  const end = Math.min(messages.length, start + MAX_BATCH_MESSAGES);
+  for (; i < end && ops.length < MAX_BATCH_OPS; i++) {
+    const decoded = decode(messages[i], cursor);
+    if (decoded === null) continue;
+    const first = ops.length;
+    for (const op of decoded.ops) ops.push(op);
+    if (decoded.commit !== undefined) {
+      commits.push({ start: first, end: ops.length, commit: decoded.commit });
+    }
+    cursor = decoded.cursor;
+    moved = true;
+  }
+  return { ops, commits, cursor, next: i, moved };
+}
+
 /** A received message: raw, or already parsed by the protocol's worker. */
 type QueuedMessage = { raw: string | ArrayBuffer } | { parsed: unknown };
 
@@ -339,22 +383,13 @@ export class StreamConsumer implements AsyncDisposable {
     this.#queue = [];
     let i = 0;
     while (i < queue.length) {
-      const ops: IndexOp[] = [];
-      const commits: CommitSpan[] = [];
-      let cursor = this.#cursor;
-      let moved = false;
-      const end = Math.min(queue.length, i + MAX_BATCH_MESSAGES);
-      for (; i < end && ops.length < MAX_BATCH_OPS; i++) {
-        const decoded = this.#decode(queue[i], cursor);
-        if (decoded === null) continue;
-        const start = ops.length;
-        for (const op of decoded.ops) ops.push(op);
-        if (decoded.commit !== undefined) {
-          commits.push({ start, end: ops.length, commit: decoded.commit });
-        }
-        cursor = decoded.cursor;
-        moved = true;
-      }
+      const { ops, commits, cursor, next, moved } = foldMessages(
+        queue,
+        i,
+        this.#cursor,
+        (message, at) => this.#decode(message, at),
+      );
+      i = next;
       if (!moved || cursor === null) continue;
       try {
         this.#ctx.writer.applyOps(ops, {

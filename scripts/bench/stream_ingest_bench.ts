@@ -19,22 +19,16 @@ import { cpuUsage } from "node:process";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { CURSOR_LOCAL_SEQ } from "../../appview/db/state.ts";
 import { makeCommit } from "../../appview/ingest/_stream_testing.ts";
-import { type CommitSpan, IndexWriter } from "../../appview/ingest/apply_ops.ts";
+import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { LocalStreamProtocol } from "../../appview/ingest/local_stream.ts";
 import { OffThreadParser } from "../../appview/ingest/parse_worker.ts";
-import {
-  MAX_BATCH_MESSAGES,
-  MAX_BATCH_OPS,
-  type StreamControl,
-} from "../../appview/ingest/stream_consumer.ts";
+import { foldMessages, type StreamControl } from "../../appview/ingest/stream_consumer.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { IndexOp, RecordOp } from "../../shared/ops.ts";
 import type { BenchResult } from "./_types.ts";
 import { generateOps } from "./ingest_bench.ts";
 
 const TOTAL_OPS = Number(Deno.env.get("STREAM_BENCH_OPS") ?? 100_000);
-/** Frames folded into one `applyOps` call: the consumer's fold limit for queued frames. */
-const FRAMES_PER_BATCH = Math.min(MAX_BATCH_MESSAGES, MAX_BATCH_OPS);
 const BUDGET_OPS_PER_SECOND = 20_000;
 
 /** Pre-encodes one `#commit` frame per record op, seq from 1. */
@@ -74,8 +68,8 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
     let halfway = 0;
     let halfwayFrames = 0;
     // As the consumer: frames are parsed by the protocol's worker (OffThreadParser), results
-    // queue up while the main thread writes, and each drain folds up to FRAMES_PER_BATCH queued
-    // frames (ops, commit spans gated by rev, the cursor) into one applyOps call.
+    // queue up while the main thread writes, and each drain folds them with the consumer's own
+    // foldMessages (ops, commit spans gated by rev, the cursor) into applyOps calls.
     let queue: unknown[] = [];
     let drainTimer: ReturnType<typeof setTimeout> | null = null;
     let finished!: () => void;
@@ -84,25 +78,21 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
       drainTimer = null;
       const batch = queue;
       queue = [];
-      for (let i = 0; i < batch.length; i += FRAMES_PER_BATCH) {
-        const ops: IndexOp[] = [];
-        const commits: CommitSpan[] = [];
-        const end = Math.min(batch.length, i + FRAMES_PER_BATCH);
-        for (let j = i; j < end; j++) {
-          const decoded = protocol.parser.accept(batch[j], cursor, control);
-          if (decoded === null) continue;
-          const first = ops.length;
-          for (const op of decoded.ops) ops.push(op);
-          if (decoded.commit !== undefined) {
-            commits.push({ start: first, end: ops.length, commit: decoded.commit });
-          }
-          cursor = decoded.cursor;
-        }
+      for (let i = 0; i < batch.length;) {
+        const folded = foldMessages(
+          batch,
+          i,
+          cursor,
+          (parsed, at) => protocol.parser.accept(parsed, at, control),
+        );
+        const { ops, commits } = folded;
+        cursor = folded.cursor;
+        received += folded.next - i;
+        i = folded.next;
         applied += writer.applyOps(ops, {
           cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! },
           commits,
         }).applied;
-        received += end - i;
         if (halfway === 0 && received >= frames.length / 2) {
           halfway = performance.now();
           halfwayFrames = received;
