@@ -109,6 +109,8 @@ interface PreparedOp {
   prev: CID | null;
   /** The record as encoded (IPLD form), for in-process listeners of the commit (the push). */
   value: unknown;
+  /** `block.cid` as a string (null for deletes), formatted once. */
+  cid: string | null;
 }
 
 /** The repository write path and state of one KV store. */
@@ -234,6 +236,7 @@ export class RepoService {
             block: null,
             prev,
             value: null,
+            cid: null,
           });
         }
         continue;
@@ -246,7 +249,8 @@ export class RepoService {
         record = await overlayProfile(this.#deps.kv, did, source, w.collection, rkey, prev, record);
       }
       const { block, value } = encodeRecord(w.collection, record);
-      results.push({ action: prev ? "update" : "create", uri, cid: formatCid(block.cid) });
+      const cid = formatCid(block.cid);
+      results.push({ action: prev ? "update" : "create", uri, cid });
       if (prev && prev.equals(block.cid)) continue;
       ops.push({
         action: prev ? "update" : "create",
@@ -256,6 +260,7 @@ export class RepoService {
         block,
         prev,
         value,
+        cid,
       });
     }
     return { ops, results };
@@ -313,9 +318,9 @@ export class RepoService {
         atomic.set(repoRootKey(did), newRoot);
         for (const op of ops) {
           const key = repoRecordKey(did, op.collection, op.rkey);
-          if (op.block) {
+          if (op.block && op.cid !== null) {
             const value: StoredRecord = {
-              cid: formatCid(op.block.cid),
+              cid: op.cid,
               rev,
               bytes: exact(op.block.bytes),
             };
@@ -338,7 +343,7 @@ export class RepoService {
         ...(root ? { prevData: root.data } : {}),
         time: new Date(this.#deps.now()).toISOString(),
       },
-      records: new Map(ops.flatMap((op) => op.block ? [[formatCid(op.block.cid), op.value]] : [])),
+      records: new Map(ops.flatMap((op) => op.cid !== null ? [[op.cid, op.value]] : [])),
       mutations: blockChunks(size) + ops.length + 1,
       bytes: size,
     });
