@@ -18,3 +18,24 @@ export function percentile(values: readonly number[], p: number): number {
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank];
 }
+
+function formatFigure(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  return n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(2);
+}
+
+/** Prints results as one table: name, figure, budget, pass/MISS. */
+export function printTable(rows: readonly BenchResult[]): void {
+  const cells = rows.map((r) => [
+    r.name,
+    `${formatFigure(r.figure)} ${r.unit}`,
+    r.budget,
+    r.pass ? "pass" : "MISS",
+  ]);
+  const header = ["benchmark", "figure", "budget", "result"];
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const line = (c: string[]) => c.map((v, i) => v.padEnd(widths[i])).join("  ");
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const c of cells) console.log(line(c));
+}

@@ -22,7 +22,7 @@ import {
   createTokenVerifier,
   requireViewer,
 } from "../../appview/auth/verifier.ts";
-import type { BenchResult } from "./_types.ts";
+import { type BenchResult, printTable } from "./_types.ts";
 
 const SERVICE_DID = "did:web:localhost%3A3000";
 const DID = "did:plc:benchbenchbenchbenchbenc";
@@ -118,12 +118,4 @@ export async function benchAuth(): Promise<BenchResult[]> {
   }
 }
 
-if (import.meta.main) {
-  for (const r of await benchAuth()) {
-    console.log(
-      `${r.name}: ${Math.round(r.figure)} ${r.unit} (budget ${r.budget}) ${
-        r.pass ? "pass" : "MISS"
-      }`,
-    );
-  }
-}
+if (import.meta.main) printTable(await benchAuth());

@@ -26,7 +26,7 @@ import type { PdsContext } from "../../pds/context.ts";
 import { initRepo, repoServiceFor } from "../../pds/repo/service.ts";
 import { streamServicesFor } from "../../pds/sequencer/services.ts";
 import process from "node:process";
-import { type BenchResult, percentile } from "./_types.ts";
+import { type BenchResult, percentile, printTable } from "./_types.ts";
 import { type Account, createPost } from "./_commit_bench_client.ts";
 
 const ACCOUNTS = 100;
@@ -226,6 +226,4 @@ async function runClient(
   return JSON.parse(new TextDecoder().decode(out.stdout));
 }
 
-if (import.meta.main) {
-  for (const r of await benchCommits()) console.log(r);
-}
+if (import.meta.main) printTable(await benchCommits());

@@ -18,7 +18,7 @@ import { startPds } from "../../pds/server.ts";
 import { streamServicesFor } from "../../pds/sequencer/services.ts";
 import { sequencerFor } from "../../pds/sequencer/sequencer.ts";
 import { formatCid } from "../../shared/cid.ts";
-import { type BenchResult, percentile } from "./_types.ts";
+import { type BenchResult, percentile, printTable } from "./_types.ts";
 
 const SUBSCRIBERS = 1000;
 const COMMITS_PER_SECOND = 100;
@@ -206,9 +206,7 @@ async function runFanout(
   }
 }
 
-if (import.meta.main) {
-  for (const r of await benchFanout()) console.log(r);
-}
+if (import.meta.main) printTable(await benchFanout());
 
 /** The machine's load average (other work on it skews the figures), or "n/a". */
 async function loadAverage(): Promise<string> {

@@ -26,7 +26,7 @@ import {
 import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import process from "node:process";
-import type { BenchResult } from "./_types.ts";
+import { type BenchResult, printTable } from "./_types.ts";
 
 const TOTAL_OPS = Number(Deno.env.get("INGEST_BENCH_OPS") ?? 200_000);
 const USERS = 10_000;
@@ -155,10 +155,4 @@ export async function benchIngest(): Promise<BenchResult[]> {
   }
 }
 
-if (import.meta.main) {
-  for (const r of await benchIngest()) {
-    console.log(
-      `${r.name}: ${Math.round(r.figure)} ${r.unit} (${r.budget}) ${r.pass ? "pass" : "MISS"}`,
-    );
-  }
-}
+if (import.meta.main) printTable(await benchIngest());

@@ -5,7 +5,7 @@
  * Speed is measured here, never by timed unit tests.
  */
 
-import type { BenchResult } from "./_types.ts";
+import { type BenchResult, printTable } from "./_types.ts";
 
 /** Every benchmark: its short name, module (beside this file) and exported function. */
 const BENCHES: readonly { name: string; module: string; fn: string }[] = [
@@ -16,26 +16,6 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
   { name: "auth", module: "./auth_bench.ts", fn: "benchAuth" },
   { name: "query", module: "./query_bench.ts", fn: "benchQueries" },
 ];
-
-function formatFigure(n: number): string {
-  if (!Number.isFinite(n)) return String(n);
-  return n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(2);
-}
-
-function printTable(rows: BenchResult[]): void {
-  const cells = rows.map((r) => [
-    r.name,
-    `${formatFigure(r.figure)} ${r.unit}`,
-    r.budget,
-    r.pass ? "pass" : "MISS",
-  ]);
-  const header = ["benchmark", "figure", "budget", "result"];
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
-  const line = (c: string[]) => c.map((v, i) => v.padEnd(widths[i])).join("  ");
-  console.log(line(header));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const c of cells) console.log(line(c));
-}
 
 async function main(args: string[]): Promise<number> {
   const wanted = args.length === 0 ? BENCHES : BENCHES.filter((b) => args.includes(b.name));

@@ -43,7 +43,7 @@ import { cidOf } from "../../appview/ingest/_fixtures.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { createViews } from "../../appview/views/views.ts";
 import { encodeCursor } from "../../appview/views/cursor.ts";
-import { type BenchResult, percentile } from "./_types.ts";
+import { type BenchResult, percentile, printTable } from "./_types.ts";
 
 /** Bump when the data set changes; part of the cache file name. */
 export const DATA_VERSION = "v1";
@@ -461,12 +461,4 @@ export async function benchQueries(): Promise<BenchResult[]> {
   }
 }
 
-if (import.meta.main) {
-  for (const r of await benchQueries()) {
-    console.log(
-      `${r.name}: ${r.figure.toFixed(2)} ${r.unit} (budget ${r.budget}) ${
-        r.pass ? "pass" : "MISS"
-      }`,
-    );
-  }
-}
+if (import.meta.main) printTable(await benchQueries());

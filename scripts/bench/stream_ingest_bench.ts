@@ -25,7 +25,7 @@ import { OffThreadParser } from "../../appview/ingest/parse_worker.ts";
 import { foldMessages, type StreamControl } from "../../appview/ingest/stream_consumer.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { IndexOp, RecordOp } from "../../shared/ops.ts";
-import type { BenchResult } from "./_types.ts";
+import { type BenchResult, printTable } from "./_types.ts";
 import { generateOps } from "./ingest_bench.ts";
 
 const TOTAL_OPS = Number(Deno.env.get("STREAM_BENCH_OPS") ?? 100_000);
@@ -167,10 +167,4 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
   }
 }
 
-if (import.meta.main) {
-  for (const r of await benchStreamIngest()) {
-    console.log(
-      `${r.name}: ${Math.round(r.figure)} ${r.unit} (${r.budget}) ${r.pass ? "pass" : "MISS"}`,
-    );
-  }
-}
+if (import.meta.main) printTable(await benchStreamIngest());
