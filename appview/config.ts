@@ -62,11 +62,18 @@ export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
 
 /**
  * Reads the variables of {@link APPVIEW_ENV_VARS} one by one, so a `--allow-env=<list>`
- * permission suffices (`Deno.env.toObject()` needs unrestricted access).
+ * permission suffices (`Deno.env.toObject()` needs unrestricted access); a variable the process
+ * may not read is treated as unset.
  */
 export function readAppviewEnv(): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {};
-  for (const name of APPVIEW_ENV_VARS) env[name] = Deno.env.get(name);
+  for (const name of APPVIEW_ENV_VARS) {
+    try {
+      env[name] = Deno.env.get(name);
+    } catch {
+      // Not granted: treated as unset.
+    }
+  }
   return env;
 }
 

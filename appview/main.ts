@@ -12,26 +12,8 @@
  */
 
 import { createLogger } from "../shared/log.ts";
-import { type AppviewConfig, loadAppviewConfig } from "./config.ts";
+import { type AppviewConfig, loadAppviewConfig, readAppviewEnv } from "./config.ts";
 import { type AppviewComponents, startAppview } from "./server.ts";
-
-/** Environment variables the index reads (the task grants exactly these). */
-export const APPVIEW_ENV_NAMES: readonly string[] = [
-  "DATA_DIR",
-  "LOG_LEVEL",
-  "PDS_PUBLIC_URL",
-  "PDS_INTERNAL_URL",
-  "APPVIEW_PORT",
-  "APPVIEW_HOSTNAME",
-  "APPVIEW_PUBLIC_URL",
-  "APPVIEW_DB_PATH",
-  "APPVIEW_AUTH_REQUIRED",
-  "APPVIEW_CORS_ORIGINS",
-  "APPVIEW_INGEST_SECRET",
-  "APPVIEW_JETSTREAM_URL",
-  "APPVIEW_PLC_URL",
-  "APPVIEW_ALLOW_PRIVATE_FETCH",
-];
 
 /** The components each command runs. */
 export const COMMANDS: Readonly<Record<string, AppviewComponents>> = {
@@ -40,19 +22,6 @@ export const COMMANDS: Readonly<Record<string, AppviewComponents>> = {
   "consumer:public": { http: false, localConsumer: false, publicConsumer: true, handleSync: false },
   "handle-sync": { http: false, localConsumer: false, publicConsumer: false, handleSync: true },
 };
-
-/** Reads the variables of {@link APPVIEW_ENV_NAMES} (those the process may read). */
-function readEnv(): Record<string, string | undefined> {
-  const env: Record<string, string | undefined> = {};
-  for (const name of APPVIEW_ENV_NAMES) {
-    try {
-      env[name] = Deno.env.get(name);
-    } catch {
-      // Not granted: treated as unset.
-    }
-  }
-  return env;
-}
 
 async function main(args: string[]): Promise<number> {
   const command = args[0] ?? "";
@@ -67,7 +36,7 @@ async function main(args: string[]): Promise<number> {
   }
   let config: AppviewConfig;
   try {
-    config = loadAppviewConfig(readEnv());
+    config = loadAppviewConfig(readAppviewEnv());
   } catch (e) {
     console.error(e instanceof Error ? e.message : String(e));
     return 1;

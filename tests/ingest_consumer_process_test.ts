@@ -24,7 +24,7 @@ import {
   type TestCommit,
 } from "../appview/ingest/_stream_testing.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
-import { APPVIEW_ENV_NAMES } from "../appview/main.ts";
+import { APPVIEW_ENV_VARS } from "../appview/config.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
 import { encodeTid } from "../shared/tid.ts";
 import { makeTempDir, REPO_ROOT, waitFor } from "./_util.ts";
@@ -60,7 +60,7 @@ function spawnConsumer(dataDir: string, pdsUrl: string, args = ["consumer:local"
       "--allow-net=127.0.0.1",
       `--allow-read=${dataDir}`,
       `--allow-write=${dataDir}`,
-      `--allow-env=${APPVIEW_ENV_NAMES.join(",")}`,
+      `--allow-env=${APPVIEW_ENV_VARS.join(",")}`,
       "appview/main.ts",
       ...args,
     ],
