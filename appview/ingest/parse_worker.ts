@@ -9,9 +9,12 @@
  * - Results come back in the order the messages were pushed (one worker, first in first out).
  * - {@link OffThreadParser.reset} forgets everything in flight (the consumer dropped its
  *   connection and will resume from its stored cursor, so those messages come again).
- * - If the worker cannot start or fails, `onFailure` is called once and the parser is inactive
- *   from then on: the consumer decodes on the main thread and resumes from its cursor, so nothing
- *   in flight is lost.
+ * - Messages go to the worker only once it has said it is ready (its module loaded). A worker
+ *   that cannot start or load (e.g. no read permission for its module) is only logged: nothing
+ *   was sent to it, and the consumer decodes on the main thread.
+ * - If a ready worker fails, `onFailure` is called once and the parser is inactive from then on:
+ *   the consumer decodes on the main thread and resumes from its cursor, so nothing in flight is
+ *   lost.
  *
  * @module
  */
@@ -35,6 +38,9 @@ export interface ParseResult {
   parsed: unknown[];
 }
 
+/** What a parse worker posts once, when its module has loaded. */
+export const PARSE_WORKER_READY = { ready: true } as const;
+
 /** Parses stream messages in a worker thread, delivering results in order. */
 export class OffThreadParser {
   readonly #parser: StreamParser;
@@ -42,6 +48,8 @@ export class OffThreadParser {
   readonly #onFailure: (reason: string) => void;
   readonly #log: Logger;
   #worker: Worker | null = null;
+  /** The worker has posted {@link PARSE_WORKER_READY}. */
+  #ready = false;
   #failed = false;
   #batch: (string | ArrayBuffer)[] = [];
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
@@ -64,17 +72,23 @@ export class OffThreadParser {
     this.#log = opts.log;
   }
 
-  /** True while messages go to the worker (started and not failed). */
+  /** True while messages go to the worker (started, ready and not failed). */
   get active(): boolean {
-    return this.#worker !== null && !this.#failed;
+    return this.#worker !== null && this.#ready && !this.#failed;
   }
 
-  /** Starts the worker; false (and inactive) when it cannot start. */
+  /**
+   * Starts the worker; false when it cannot start. It becomes {@link active} once it reports
+   * ready; until then (and for good if it never loads) the consumer decodes inline.
+   */
   start(): boolean {
-    if (this.#worker !== null || this.#failed) return this.active;
+    if (this.#worker !== null || this.#failed) return !this.#failed;
     try {
       const worker = new Worker(this.#parser.workerUrl, { type: "module" });
-      worker.onmessage = (event: MessageEvent<ParseResult>) => this.#onResult(event.data);
+      worker.onmessage = (event: MessageEvent<ParseResult | typeof PARSE_WORKER_READY>) => {
+        if ("ready" in event.data) this.#onReady();
+        else this.#onResult(event.data);
+      };
       worker.onerror = (event: ErrorEvent) => {
         event.preventDefault();
         this.#fail(`Parse worker failed: ${event.message}`);
@@ -102,10 +116,14 @@ export class OffThreadParser {
     this.#firstValidId = this.#nextId;
   }
 
-  /** Sends what is queued and resolves when every batch sent has been answered (or `ms`). */
+  /**
+   * Resolves (at the latest after `ms`) once a started worker is ready or has failed and every
+   * batch sent to it has been answered; sends what is queued first.
+   */
   async settle(ms: number): Promise<void> {
     this.#flush();
-    if (this.#inFlight === 0 || !this.active) return;
+    const starting = this.#worker !== null && !this.#ready && !this.#failed;
+    if (!starting && (this.#inFlight === 0 || !this.active)) return;
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
       new Promise<void>((r) => this.#idleWaiters.push(r)),
@@ -137,6 +155,12 @@ export class OffThreadParser {
     this.#worker!.postMessage(request, transfer);
   }
 
+  #onReady(): void {
+    this.#ready = true;
+    this.#flush();
+    if (this.#inFlight === 0) this.#wakeIdle();
+  }
+
   #onResult(result: ParseResult): void {
     this.#inFlight--;
     if (result.id >= this.#firstValidId && this.active) this.#deliver(result.parsed);
@@ -146,13 +170,19 @@ export class OffThreadParser {
   #fail(reason: string): void {
     if (this.#failed) return;
     this.#failed = true;
-    this.#log.error("Parse worker failed; decoding on the main thread from now on", { reason });
+    // Before it was ready nothing was sent to it (unless pushed early): nothing to recover.
+    const lost = this.#ready || this.#batch.length > 0;
+    if (lost) {
+      this.#log.error("Parse worker failed; decoding on the main thread from now on", { reason });
+    } else {
+      this.#log.warn("Cannot start the parse worker; decoding on the main thread", { reason });
+    }
     this.#worker?.terminate();
     this.#worker = null;
     this.#batch = [];
     this.#inFlight = 0;
     this.#wakeIdle();
-    this.#onFailure(reason);
+    if (lost) this.#onFailure(reason);
   }
 
   #wakeIdle(): void {

@@ -53,6 +53,8 @@ async function consume(parseInWorker: boolean): Promise<{ dump: unknown; cursor:
   });
   consumer.start();
   await stream.waitForClients(1);
+  // Frames sent before the worker reports ready are decoded inline; send them after.
+  await waitFor(() => consumer.parsesInWorker === parseInWorker, { message: "worker ready" });
   for (const f of frames()) stream.sendRaw(f);
   await waitFor(() => consumer.status().cursor === 200, { message: "cursor 200" });
   assert.equal(consumer.parsesInWorker, parseInWorker);
@@ -72,12 +74,13 @@ Deno.test("frames parsed in the worker give the same tables and cursor as frames
 Deno.test("a parse worker that fails loses nothing: the consumer resumes from its cursor and decodes inline", async () => {
   await using dir = await makeTempDir();
   const failing = `${dir.path}/failing_worker.ts`;
-  await Deno.writeTextFile(failing, `self.onmessage = () => { throw new Error("boom"); };\n`);
+  await Deno.writeTextFile(
+    failing,
+    "const scope = self as unknown as { onmessage: unknown; postMessage(m: unknown): void };\n" +
+      'scope.onmessage = () => { throw new Error("boom"); };\n' +
+      "scope.postMessage({ ready: true });\n",
+  );
   await using stream = startFakeRepoStream();
-  for (let seq = 1; seq <= 50; seq++) {
-    const rkey = `3kaaaaaa${String(seq).padStart(4, "a")}`;
-    stream.append(seq, makeCommit(seq, [postOp(ALICE, rkey, `post ${seq}`)]).frame());
-  }
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log, now: NOW });
   const local = new LocalStreamProtocol(stream.url);
@@ -90,6 +93,13 @@ Deno.test("a parse worker that fails loses nothing: the consumer resumes from it
   };
   await using consumer = new StreamConsumer(ctx, protocol, FAST);
   consumer.start();
+  await stream.waitForClients(1);
+  await waitFor(() => consumer.parsesInWorker, { message: "worker ready" });
+  // Live frames go to the worker, which throws; the replay after the reconnect is inline.
+  for (let seq = 1; seq <= 50; seq++) {
+    const rkey = `3kaaaaaa${String(seq).padStart(4, "a")}`;
+    stream.append(seq, makeCommit(seq, [postOp(ALICE, rkey, `post ${seq}`)]).frame());
+  }
   await waitFor(() => consumer.status().cursor === 50, { message: "cursor 50" });
   assert.equal(consumer.parsesInWorker, false);
   const posts = ctx.db.prepare("SELECT count(*) AS n FROM posts").get() as { n: number };
@@ -124,4 +134,36 @@ Deno.test("OffThreadParser delivers batches in push order and drops what was pus
   } finally {
     parser.close();
   }
+});
+
+Deno.test("a parse worker whose module cannot load costs no reconnect: the consumer decodes inline from the start", async () => {
+  await using dir = await makeTempDir();
+  await using stream = startFakeRepoStream();
+  for (let seq = 1; seq <= 20; seq++) {
+    const rkey = `3kaaaaaa${String(seq).padStart(4, "a")}`;
+    stream.append(seq, makeCommit(seq, [postOp(ALICE, rkey, `post ${seq}`)]).frame());
+  }
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log, now: NOW });
+  const local = new LocalStreamProtocol(stream.url);
+  const protocol: StreamProtocol = {
+    consumer: local.consumer,
+    cursorName: local.cursorName,
+    connectUrl: (cursor) => local.connectUrl(cursor),
+    decode: (data, cursor, control) => local.decode(data, cursor, control),
+    parser: { ...local.parser, workerUrl: new URL(`file://${dir.path}/missing_worker.ts`) },
+  };
+  await using consumer = new StreamConsumer(ctx, protocol, FAST);
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 20, { message: "cursor 20" });
+  await waitFor(() =>
+    lines.some((l) => l.msg === "Cannot start the parse worker; decoding on the main thread")
+  );
+  assert.equal(consumer.parsesInWorker, false);
+  assert.deepEqual(stream.cursors, ["0"]); // one connection: nothing was lost, nothing replayed
+  assert.equal(
+    lines.filter((l) => l.msg === "Parse worker failed; decoding on the main thread from now on")
+      .length,
+    0,
+  );
 });
