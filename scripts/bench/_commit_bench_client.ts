@@ -4,19 +4,23 @@
  * stdin, writes the result as JSON on stdout:
  *
  * - `{mode: "closed", url, accounts, perAccount}`: one closed loop of createRecord per account;
- *   answers `{seconds, latenciesMs}`;
+ *   answers `{seconds, latenciesMs, cpuMs}`;
  * - `{mode: "open", url, accounts, rate, seconds}`: an open-loop load at `rate` requests/s
  *   spread over the accounts, latency of each request from its scheduled start (so queueing
- *   counts); answers `{seconds, latenciesMs}`.
+ *   counts); answers `{seconds, latenciesMs, cpuMs}`.
+ *
+ * `cpuMs` is the client's own CPU time over the job: on a 2-core machine the load generator
+ * competes with the host it measures, and the bench reports how much.
  *
  * With `--sink` it is instead the index's push endpoint (`/internal/ingest-commit`, DESIGN.md
  * section 4) for the whole bench: it prints `{url}` as one line, answers every push with 200,
- * and when its stdin closes prints `{pushes}` (the count received) and exits. The account host
- * then pays for its pushes (body building, the request) as in a deployment, without also
- * serving them.
+ * answers `GET /cpu` with `{cpuMs}` (its CPU time so far), and when its stdin closes prints
+ * `{pushes}` (the count received) and exits. The account host then pays for its pushes (body
+ * building, the request) as in a deployment, without also serving them.
  */
 
 import { COLLECTION_POST } from "../../shared/nsid.ts";
+import process from "node:process";
 
 /** A bench account: its DID, its `Bearer` header and a post counter. */
 export interface Account {
@@ -44,7 +48,22 @@ export async function createPost(url: string, a: Account): Promise<void> {
   await res.body?.cancel();
 }
 
-async function run(job: Job): Promise<{ seconds: number; latenciesMs: number[] }> {
+/** What one job measured. */
+export interface ClientResult {
+  seconds: number;
+  latenciesMs: number[];
+  /** The client's CPU time over the job. */
+  cpuMs: number;
+}
+
+/** This process's CPU time so far (user + system), in milliseconds. */
+export function cpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+
+async function run(job: Job): Promise<ClientResult> {
+  const cpuStart = cpuMs();
   const latenciesMs: number[] = [];
   const t0 = performance.now();
   if (job.mode === "closed") {
@@ -69,7 +88,7 @@ async function run(job: Job): Promise<{ seconds: number; latenciesMs: number[] }
     }
     await Promise.all(pending);
   }
-  return { seconds: (performance.now() - t0) / 1000, latenciesMs };
+  return { seconds: (performance.now() - t0) / 1000, latenciesMs, cpuMs: cpuMs() - cpuStart };
 }
 
 /** The push sink (`--sink`): counts the pushes until stdin closes. */
@@ -77,8 +96,10 @@ async function sink(): Promise<void> {
   let pushes = 0;
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     await req.arrayBuffer();
-    if (req.method === "POST" && new URL(req.url).pathname === "/internal/ingest-commit") pushes++;
-    return new Response("{}", { headers: { "content-type": "application/json" } });
+    const path = new URL(req.url).pathname;
+    if (req.method === "POST" && path === "/internal/ingest-commit") pushes++;
+    const body = req.method === "GET" && path === "/cpu" ? { cpuMs: cpuMs() } : {};
+    return Response.json(body);
   });
   console.log(JSON.stringify({ url: `http://127.0.0.1:${server.addr.port}` }));
   await Deno.stdin.readable.pipeTo(new WritableStream());

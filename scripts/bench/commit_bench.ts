@@ -10,7 +10,10 @@
  * - latency: an open-loop load of 1,000 createRecord/s spread over the 100 accounts for 5 s,
  *   latency of each request from its scheduled start (so queueing counts), p50/p99;
  * - host CPU per commit (informational): the account host process's CPU time (every thread:
- *   HTTP, commit building, the signing worker, KV's SQLite writer) over the throughput run.
+ *   HTTP, commit building, the signing worker, KV's SQLite writer) over the throughput run, and
+ *   again over the open loop, where small batches make each commit dearer;
+ * - machine CPU per commit in the open loop (informational): host, load client and push sink
+ *   together, all on the same cores; with the host's split by thread (Linux `/proc`) on stderr.
  *
  * The host pushes every commit to the index (spec 6.4) as in a deployment: the push target is a
  * sink in another process (`_commit_bench_client.ts --sink`). Without it the push would default
@@ -27,7 +30,7 @@ import { initRepo, repoServiceFor } from "../../pds/repo/service.ts";
 import { streamServicesFor } from "../../pds/sequencer/services.ts";
 import process from "node:process";
 import { type BenchResult, percentile, printTable } from "./_types.ts";
-import { type Account, createPost } from "./_commit_bench_client.ts";
+import { type Account, type ClientResult, createPost } from "./_commit_bench_client.ts";
 
 const ACCOUNTS = 100;
 const THROUGHPUT_COMMITS = 6_000;
@@ -95,6 +98,9 @@ export async function benchCommits(): Promise<BenchResult[]> {
 
     // Latency under an open-loop load at the budget rate, from the client process.
     await drainPushes();
+    const openCpu0 = process.cpuUsage();
+    const threads0 = await threadCpuMs();
+    const sinkCpu0 = await sink.cpuMs();
     const open = await runClient({
       mode: "open",
       url: pds.url,
@@ -102,8 +108,27 @@ export async function benchCommits(): Promise<BenchResult[]> {
       rate: OPEN_LOOP_RATE,
       seconds: OPEN_LOOP_SECONDS,
     });
+    await drainPushes();
+    const openCpu = process.cpuUsage(openCpu0);
+    const threads = await threadCpuMs();
+    const sinkCpu = await sink.cpuMs() - sinkCpu0;
     const latencies = open.latenciesMs;
-    const achieved = (OPEN_LOOP_RATE * OPEN_LOOP_SECONDS) / open.seconds;
+    const openCommits = OPEN_LOOP_RATE * OPEN_LOOP_SECONDS;
+    const achieved = openCommits / open.seconds;
+    const hostOpenMs = (openCpu.user + openCpu.system) / 1000 / openCommits;
+    const machineOpenMs = hostOpenMs + (open.cpuMs + sinkCpu) / openCommits;
+    const split = [...threads].map(([name, ms]) => [name, ms - (threads0.get(name) ?? 0)] as const)
+      .filter(([, ms]) => ms / openCommits >= 0.01)
+      .map(([name, ms]) => `${name} ${(ms / openCommits).toFixed(2)}`);
+    console.error(
+      `commits: open loop at ${OPEN_LOOP_RATE}/s, CPU ms per commit: host ${
+        hostOpenMs.toFixed(2)
+      } (threads: ${split.join(", ") || "n/a"}), load client ${
+        (open.cpuMs / openCommits).toFixed(2)
+      }, push sink ${(sinkCpu / openCommits).toFixed(2)}; machine ${
+        (machineOpenMs * OPEN_LOOP_RATE / 1000).toFixed(2)
+      } of ${navigator.hardwareConcurrency} cores busy`,
+    );
 
     return [
       {
@@ -123,6 +148,20 @@ export async function benchCommits(): Promise<BenchResult[]> {
       {
         name: "pds host CPU per createRecord (all threads, throughput run)",
         figure: cpuPerCommitMs,
+        unit: "ms",
+        budget: "-",
+        pass: true,
+      },
+      {
+        name: `pds host CPU per createRecord at ${OPEN_LOOP_RATE}/s offered (all threads)`,
+        figure: hostOpenMs,
+        unit: "ms",
+        budget: "-",
+        pass: true,
+      },
+      {
+        name: `machine CPU per createRecord at ${OPEN_LOOP_RATE}/s (host + load client + sink)`,
+        figure: machineOpenMs,
         unit: "ms",
         budget: "-",
         pass: true,
@@ -150,8 +189,40 @@ export async function benchCommits(): Promise<BenchResult[]> {
   }
 }
 
-/** Starts the push sink process; `close()` stops it and returns the pushes it received. */
-async function startPushSink(): Promise<{ url: string; close(): Promise<number> }> {
+/**
+ * CPU time of this process's threads so far, in ms, summed by thread name ("main" for the main
+ * thread), from Linux `/proc` (read by `cat`: Deno lets a program read its own `/proc` entries
+ * only with --allow-all); empty where that fails. A thread that ended in between is missing
+ * from the later reading.
+ */
+async function threadCpuMs(): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  try {
+    const res = await new Deno.Command("sh", {
+      args: ["-c", `cat /proc/${Deno.pid}/task/*/stat`],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    const msPerTick = 1000 / 100; // USER_HZ is 100 on Linux
+    for (const stat of new TextDecoder().decode(res.stdout).split("\n")) {
+      if (stat.trim() === "") continue;
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).trim();
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // stat fields 14 and 15 (utime, stime) are 11 and 12 after the name.
+      const ms = (Number(fields[11]) + Number(fields[12])) * msPerTick;
+      const key = stat.startsWith(`${Deno.pid} `) ? "main" : name;
+      out.set(key, (out.get(key) ?? 0) + ms);
+    }
+  } catch {
+    out.clear();
+  }
+  return out;
+}
+
+/** The push sink process: its URL, its CPU time so far, and `close()`, which stops it and returns the pushes it received. */
+async function startPushSink(): Promise<
+  { url: string; cpuMs(): Promise<number>; close(): Promise<number> }
+> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -175,6 +246,10 @@ async function startPushSink(): Promise<{ url: string; close(): Promise<number> 
   text = text.slice(text.indexOf("\n") + 1);
   return {
     url,
+    async cpuMs() {
+      const res = await fetch(`${url}/cpu`);
+      return (await res.json()).cpuMs;
+    },
     async close() {
       await child.stdin.close();
       for (;;) {
@@ -202,9 +277,7 @@ async function createAccount(url: string, handle: string): Promise<Account> {
 }
 
 /** Runs one job in the client process (`_commit_bench_client.ts`). */
-async function runClient(
-  job: Record<string, unknown>,
-): Promise<{ seconds: number; latenciesMs: number[] }> {
+async function runClient(job: Record<string, unknown>): Promise<ClientResult> {
   const url = new URL("./_commit_bench_client.ts", import.meta.url);
   const child = new Deno.Command(Deno.execPath(), {
     args: [
