@@ -58,7 +58,7 @@ export class CommitSigner {
     try {
       const worker = new Worker(new URL("./sign_worker.ts", import.meta.url));
       worker.unref();
-      worker.on("message", (msg: { ready?: true; id?: number; sigs?: Uint8Array }) => {
+      worker.on("message", (msg: { ready?: true; id?: number; sigs?: ArrayBuffer }) => {
         if (msg.ready) {
           this.#ready = true;
           return;
@@ -66,8 +66,10 @@ export class CommitSigner {
         const jobs = this.#inflight.get(msg.id!);
         if (!jobs) return;
         this.#inflight.delete(msg.id!);
-        const sigs = msg.sigs;
-        if (sigs instanceof Uint8Array && sigs.length === jobs.length * 64) {
+        // ArrayBuffers both ways (see sign_worker.ts): Deno's node:worker_threads walks every
+        // element of a typed array in a message.
+        const sigs = msg.sigs instanceof ArrayBuffer ? new Uint8Array(msg.sigs) : null;
+        if (sigs !== null && sigs.length === jobs.length * 64) {
           jobs.forEach((j, i) => j.resolve(sigs.subarray(i * 64, i * 64 + 64)));
         } else {
           for (const j of jobs) j.resolve(signCompact(j.key, j.message));
@@ -99,7 +101,7 @@ export class CommitSigner {
       pos += 34 + j.message.length;
     }
     this.#worker!.ref();
-    this.#worker!.postMessage({ id, n: jobs.length, jobs: packed }, [packed.buffer]);
+    this.#worker!.postMessage({ id, n: jobs.length, jobs: packed.buffer }, [packed.buffer]);
   }
 
   /** The worker is gone: sign everything pending inline from now on. */
