@@ -219,7 +219,10 @@ async function threadCpuMs(): Promise<Map<string, number>> {
   return out;
 }
 
-/** The push sink process: its URL, its CPU time so far, and `close()`, which stops it and returns the pushes it received. */
+/**
+ * Starts the push sink process: its URL, its CPU time so far, and `close()`, which stops it and
+ * returns the pushes it received.
+ */
 async function startPushSink(): Promise<
   { url: string; cpuMs(): Promise<number>; close(): Promise<number> }
 > {

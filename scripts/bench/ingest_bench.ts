@@ -45,7 +45,10 @@ function makeRandom(seed: number): (n: number) => number {
   };
 }
 
-/** Builds the op mix: 30% posts (a quarter replies), 35% likes, 12% reposts, 14% follows, 6% deletes, 2% profiles, 1% handles. */
+/**
+ * Builds the op mix: 30% posts (a quarter replies), 35% likes, 12% reposts, 14% follows,
+ * 6% deletes, 2% profiles, 1% handles.
+ */
 export function generateOps(total: number): IndexOp[] {
   const rand = makeRandom(42);
   const words = Array.from({ length: 2000 }, (_, i) => `w${i.toString(36)}${"abcdefgh"[i % 8]}`);
