@@ -6,7 +6,7 @@
  */
 
 import { Hono } from "hono";
-import { decodeTextKey, encodeCursor } from "../views/cursor.ts";
+import { decodeTextKey, nextCursor } from "../views/cursor.ts";
 import type { ActorPage } from "../views/graph.ts";
 import { presentActor } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
@@ -22,7 +22,7 @@ export function graphRoutes(views: Views): Hono {
       const page: ActorPage = views.graph[list](did, opts);
       return c.json({
         profiles: page.rows.map(presentActor),
-        cursor: page.next === null ? null : encodeCursor(page.next),
+        cursor: nextCursor(page.next),
       });
     });
   }

@@ -11,7 +11,7 @@
 import { Hono } from "hono";
 import { isValidDatetime } from "../../shared/syntax.ts";
 import type { AuthEnv } from "../auth/verifier.ts";
-import { decodeIdKey, encodeCursor } from "../views/cursor.ts";
+import { decodeIdKey, nextCursor } from "../views/cursor.ts";
 import { presentNotification } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import type { AppviewContext } from "../context.ts";
@@ -35,7 +35,7 @@ export function notificationRoutes(
     });
     return c.json({
       notifications: page.rows.map(presentNotification),
-      cursor: page.next === null ? null : encodeCursor(page.next),
+      cursor: nextCursor(page.next),
     });
   });
   app.get("/api/notifications/count", guard.middleware, (c) => {

@@ -6,7 +6,7 @@
  */
 
 import { Hono } from "hono";
-import { decodeRowId, encodeCursor } from "../views/cursor.ts";
+import { decodeRowId, nextCursor } from "../views/cursor.ts";
 import { presentPost } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import { invalidRequest } from "./errors.ts";
@@ -31,7 +31,7 @@ export function searchRoutes(views: Views): Hono {
     return c.json({
       posts: page.rows.map(presentPost),
       q,
-      cursor: page.next === null ? null : encodeCursor(page.next),
+      cursor: nextCursor(page.next),
     });
   });
   return app;

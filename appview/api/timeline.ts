@@ -6,7 +6,7 @@
 
 import { Hono } from "hono";
 import type { AuthEnv } from "../auth/verifier.ts";
-import { decodeTextKey, encodeCursor } from "../views/cursor.ts";
+import { decodeTextKey, nextCursor } from "../views/cursor.ts";
 import { presentPost } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import { cursorParam, didParam, limitParam } from "./params.ts";
@@ -24,7 +24,7 @@ export function timelineRoutes(views: Views, guard: PrivateGuard): Hono<AuthEnv>
     });
     return c.json({
       posts: page.rows.map(presentPost),
-      cursor: page.next === null ? null : encodeCursor(page.next),
+      cursor: nextCursor(page.next),
     });
   });
   return app;

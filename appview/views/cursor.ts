@@ -27,6 +27,11 @@ export function encodeCursor(key: TextKey | IdKey | number): string {
   return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
+/** The cursor of a page's next page: null when there is none. */
+export function nextCursor(next: TextKey | IdKey | number | null): string | null {
+  return next === null ? null : encodeCursor(next);
+}
+
 /** Decodes a (time, text) cursor; null when `cursor` is not one. */
 export function decodeTextKey(cursor: string): TextKey | null {
   const v = decodeJson(cursor);

@@ -56,13 +56,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
       [{ action: "create", collection, rkey, record: body.record }],
       optional(body, "swapCommit"),
     );
-    const [result] = res.results;
-    return c.json({
-      uri: result.uri,
-      cid: result.cid,
-      ...commitMeta(res),
-      validationStatus: "valid",
-    });
+    return c.json(recordWritten(res));
   });
 
   app.post(`/xrpc/${NSID}.putRecord`, requireAccess(ctx), async (c) => {
@@ -76,13 +70,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
       record: body.record,
       ...("swapRecord" in body ? { swapRecord } : {}),
     }], optional(body, "swapCommit"));
-    const [result] = res.results;
-    return c.json({
-      uri: result.uri,
-      cid: result.cid,
-      ...commitMeta(res),
-      validationStatus: "valid",
-    });
+    return c.json(recordWritten(res));
   });
 
   app.post(`/xrpc/${NSID}.deleteRecord`, requireAccess(ctx), async (c) => {
@@ -269,6 +257,12 @@ function toRepoWrite(raw: unknown, index: number): RepoWrite {
         `Write ${index} has an unknown $type: ${q(String(w.$type))}`,
       );
   }
+}
+
+/** Answer of `createRecord` and `putRecord`: the one record written and the commit. */
+function recordWritten(res: ApplyWritesResult) {
+  const [result] = res.results;
+  return { uri: result.uri, cid: result.cid, ...commitMeta(res), validationStatus: "valid" };
 }
 
 function commitMeta(res: ApplyWritesResult): { commit?: { cid: string; rev: string } } {
