@@ -92,7 +92,8 @@ Deno.test("commits written on the real account host reach the index through subs
   ).get(alice);
   assert.deepEqual({ ...first }, { like_count: 1, repost_count: 0 });
   const kinds = ctx.db.prepare(
-    "SELECT kind FROM notifications WHERE recipient_did = ? ORDER BY kind",
+    `SELECT n.kind FROM notifications n JOIN actors a ON a.id = n.recipient
+     WHERE a.did = ? ORDER BY n.kind`,
   ).all(alice).map((r) => r.kind);
   assert.deepEqual(kinds, ["follow", "like", "reply", "repost"]);
   assert.ok(consumer.status().cursor !== null && consumer.status().cursor! >= 13);

@@ -205,7 +205,7 @@ Deno.test("the same commits by push, local stream and Jetstream, in every order 
   assert.equal(profiles[ALICE].handle, "alice.test");
   assert.deepEqual(
     dump.notifications.map((n) =>
-      `${n.recipient_did === ALICE ? "alice" : "bob"} ${n.kind} ${
+      `${n.recipient === ALICE ? "alice" : "bob"} ${n.kind} ${
         n.author_did === BOB ? "bob" : n.author_did === CAROL ? "carol" : "alice"
       }`
     )

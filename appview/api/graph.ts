@@ -6,7 +6,7 @@
  */
 
 import { Hono } from "hono";
-import { decodeTextKey, nextCursor } from "../views/cursor.ts";
+import { decodeIdKey, nextCursor } from "../views/cursor.ts";
 import type { ActorPage } from "../views/graph.ts";
 import { presentActor } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
@@ -18,7 +18,7 @@ export function graphRoutes(views: Views): Hono {
   for (const list of ["followers", "following"] as const) {
     app.get(`/api/${list}`, (c) => {
       const did = didParam(c);
-      const opts = { limit: limitParam(c), cursor: cursorParam(c, decodeTextKey) };
+      const opts = { limit: limitParam(c), cursor: cursorParam(c, decodeIdKey) };
       const page: ActorPage = views.graph[list](did, opts);
       return c.json({
         profiles: page.rows.map(presentActor),

@@ -80,7 +80,7 @@ for (const followCount of [10, 150]) {
     applyWithTies(h, mixed);
     const expected = expectedOrder(
       h,
-      "did IN (SELECT subject FROM follows WHERE follower = ?)",
+      "author IN (SELECT subject FROM follows WHERE follower = (SELECT id FROM actors WHERE did = ?))",
       VIEWER,
     );
     assert.equal(expected.length, 1000);
@@ -96,7 +96,7 @@ Deno.test("timeline paging never repeats or skips while new posts arrive between
   applyWithTies(h, posts(authors, 1000, (i) => `post ${i}`));
   const expected = expectedOrder(
     h,
-    "did IN (SELECT subject FROM follows WHERE follower = ?)",
+    "author IN (SELECT subject FROM follows WHERE follower = (SELECT id FROM actors WHERE did = ?))",
     VIEWER,
   );
   let fresh = 0;
@@ -119,7 +119,8 @@ Deno.test("notifications page 1,000 rows exactly once, newest first by (indexed_
   const followers = Array.from({ length: 1000 }, (_, i) => didOf(`fan${i}`));
   applyWithTies(h, followers.map((f) => followOp(f, "3kfollow00022", VIEWER)));
   const expected = (h.db.prepare(
-    "SELECT id FROM notifications WHERE recipient_did = ? ORDER BY indexed_at DESC, id DESC",
+    `SELECT id FROM notifications WHERE recipient = (SELECT id FROM actors WHERE did = ?)
+     ORDER BY indexed_at DESC, id DESC`,
   ).all(VIEWER) as { id: number }[]).map((r) => r.id);
   assert.equal(expected.length, 1000);
   const got = await collect<{ id: number }>(h, `/api/notifications?did=${VIEWER}`, "notifications");
@@ -131,8 +132,10 @@ Deno.test("followers page 1,000 accounts exactly once, newest follow first", asy
   const followers = Array.from({ length: 1000 }, (_, i) => didOf(`fan${i}`));
   applyWithTies(h, followers.map((f) => followOp(f, "3kfollow00022", VIEWER)));
   const expected = (h.db.prepare(
-    "SELECT follower FROM follows WHERE subject = ? ORDER BY indexed_at DESC, follower DESC",
-  ).all(VIEWER) as { follower: string }[]).map((r) => r.follower);
+    `SELECT a.did FROM follows f JOIN actors a ON a.id = f.follower
+     WHERE f.subject = (SELECT id FROM actors WHERE did = ?)
+     ORDER BY f.indexed_at DESC, f.follower DESC`,
+  ).all(VIEWER) as { did: string }[]).map((r) => r.did);
   assert.equal(expected.length, 1000);
   const got = await collect<{ did: string }>(h, `/api/followers?did=${VIEWER}`, "profiles");
   assert.deepEqual(got.map((p) => p.did), expected);

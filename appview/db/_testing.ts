@@ -15,6 +15,19 @@ export interface DumpOptions {
 }
 
 /**
+ * Columns holding an interned DID (`actors.id`, schema version 5), per table. Dumps show the DID
+ * instead of the id, and `actors` without its ids: ids depend on arrival order, DIDs do not.
+ */
+const ACTOR_COLUMNS: Readonly<Record<string, readonly string[]>> = {
+  actors: [],
+  posts: ["author"],
+  likes: ["actor", "subject_author"],
+  reposts: ["actor", "subject_author"],
+  follows: ["follower", "subject"],
+  notifications: ["recipient", "author", "subject_author"],
+};
+
+/**
  * Dumps every table of `db` as sorted rows: ordinary tables with all their columns, FTS5 tables
  * as their rowids (`rowid` column), FTS shadow tables and `sqlite_*` internals skipped. Rows are
  * sorted by their JSON form, so two equal states give deep-equal dumps.
@@ -30,6 +43,10 @@ export function dumpTables(
   ).all() as { name: string; sql: string }[];
   const virtual = tables.filter((t) => /^CREATE VIRTUAL TABLE/i.test(t.sql)).map((t) => t.name);
   const isShadow = (name: string) => virtual.some((v) => name.startsWith(`${v}_`));
+  const dids = new Map<unknown, unknown>();
+  if (tables.some((t) => t.name === "actors")) {
+    for (const { id, did } of db.prepare("SELECT id, did FROM actors").all()) dids.set(id, did);
+  }
   const dump: Record<string, Record<string, unknown>[]> = {};
   for (const { name } of tables) {
     if (exclude.has(name) || isShadow(name)) continue;
@@ -38,7 +55,11 @@ export function dumpTables(
       : `SELECT * FROM "${name}"`;
     const rows = (db.prepare(select).all() as Record<string, unknown>[]).map((row) => {
       const copy: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(row)) if (!omit.has(k)) copy[k] = v;
+      const actorColumns = ACTOR_COLUMNS[name] ?? [];
+      for (const [k, v] of Object.entries(row)) {
+        if (omit.has(k) || (name === "actors" && k === "id")) continue;
+        copy[k] = actorColumns.includes(k) && v !== null ? dids.get(v) ?? v : v;
+      }
       return copy;
     });
     const keyed = rows.map((r) => [JSON.stringify(r), r] as const);

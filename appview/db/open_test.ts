@@ -13,6 +13,7 @@ import {
 } from "./state.ts";
 
 const TABLES = [
+  "actors",
   "consumer_status",
   "cursors",
   "follows",
@@ -158,6 +159,111 @@ Deno.test("consumer status rows round-trip and upsert", () => {
     writeConsumerStatus(db, { ...status, state: "connecting" });
     writeConsumerStatus(db, status);
     assert.deepEqual(readConsumerStatus(db, "local"), status);
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("migration 5 interns the DIDs of a version 4 database and keeps every fact", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    runMigrations(db, { migrations: MIGRATIONS.slice(0, 4) });
+    const post = (did: string, rkey: string) => `at://${did}/app.social.feed.post/${rkey}`;
+    const [A, B, C] = ["did:plc:aaa", "did:plc:bbb", "did:plc:ccc"];
+    db.exec(`
+      INSERT INTO posts (uri, did, handle, rkey, collection, text, cid, created_at, like_count,
+        indexed_at) VALUES ('${post(A, "p1")}', '${A}', 'a.test', 'p1', 'app.social.feed.post',
+        'hi', 'c1', 't0', 1, 't1');
+      INSERT INTO likes VALUES ('${B}', 'l1', '${post(A, "p1")}', 'c1', 't0', 't1'),
+        ('${B}', 'l2', 'at://${A}/app.social.feed.repost/r9', 'c2', 't0', 't1'),
+        ('${C}', 'l3', 'at://a.test/app.social.feed.post/p1', 'c1', 't0', 't1');
+      INSERT INTO reposts VALUES ('${C}', 'r1', '${post(A, "p1")}', 'c1', 't0', 't1');
+      INSERT INTO follows VALUES ('${B}', '${A}', 'f1', 't0', 't1');
+      INSERT INTO notifications (recipient_did, kind, author_did, subject_uri, record_uri,
+        created_at, indexed_at, read_at) VALUES
+        ('${A}', 'like', '${B}', '${post(A, "p1")}', 'at://${B}/app.social.feed.like/l1', 't0',
+          't1', 't5'),
+        ('${A}', 'reply', '${C}', '${post(C, "rr")}', '${post(C, "rr")}', 't0', 't2', NULL),
+        ('${A}', 'follow', '${B}', NULL, 'at://${B}/app.social.graph.follow/f1', 't0', 't3', NULL);
+    `);
+    assert.deepEqual(runMigrations(db), [5]);
+    const all = (sql: string) => db.prepare(sql).all().map((r) => ({ ...r }));
+    assert.deepEqual(all("SELECT id, did FROM actors ORDER BY id"), [
+      { id: 1, did: A },
+      { id: 2, did: B },
+      { id: 3, did: C },
+    ]);
+    assert.deepEqual(all("SELECT id, author, rkey, uri, did, like_count FROM posts"), [
+      { id: 1, author: 1, rkey: "p1", uri: post(A, "p1"), did: A, like_count: 1 },
+    ]);
+    // The like of a repost and the like through a handle authority named no post: dropped.
+    assert.deepEqual(all("SELECT actor, rkey, subject_author, subject_rkey FROM likes"), [
+      { actor: 2, rkey: "l1", subject_author: 1, subject_rkey: "p1" },
+    ]);
+    assert.deepEqual(all("SELECT actor, rkey, subject_author, subject_rkey FROM reposts"), [
+      { actor: 3, rkey: "r1", subject_author: 1, subject_rkey: "p1" },
+    ]);
+    assert.deepEqual(all("SELECT follower, subject, rkey FROM follows"), [
+      { follower: 2, subject: 1, rkey: "f1" },
+    ]);
+    assert.deepEqual(
+      all(`SELECT id, recipient, kind, author, author_did, subject_uri, subject_author,
+             subject_rkey, read_at FROM notifications ORDER BY id`),
+      [
+        {
+          id: 1,
+          recipient: 1,
+          kind: "like",
+          author: 2,
+          author_did: B,
+          subject_uri: post(A, "p1"),
+          subject_author: 1,
+          subject_rkey: "p1",
+          read_at: "t5",
+        },
+        {
+          id: 2,
+          recipient: 1,
+          kind: "reply",
+          author: 3,
+          author_did: C,
+          subject_uri: post(C, "rr"),
+          subject_author: 3,
+          subject_rkey: "rr",
+          read_at: null,
+        },
+        {
+          id: 3,
+          recipient: 1,
+          kind: "follow",
+          author: 2,
+          author_did: B,
+          subject_uri: null,
+          subject_author: null,
+          subject_rkey: null,
+          read_at: null,
+        },
+      ],
+    );
+    const indexes = all(
+      "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    ).map((r) => r.name);
+    assert.deepEqual(indexes, [
+      "follows_by_follower",
+      "follows_by_rkey",
+      "follows_by_subject",
+      "likes_by_subject",
+      "notifications_by_recipient",
+      "notifications_dedupe",
+      "notifications_unread",
+      "posts_by_author",
+      "posts_by_key",
+      "posts_by_parent",
+      "posts_by_time",
+      "posts_unknown_handle",
+      "profiles_by_handle",
+      "reposts_by_subject",
+    ]);
   } finally {
     db.close();
   }

@@ -1,11 +1,15 @@
 /**
- * Schema of the index database (SQLite via `node:sqlite`), version 1. Applied by
- * `migrations.ts`; later changes are new migrations, never edits of this text once released.
+ * Schema of the index database (SQLite via `node:sqlite`): version 1 is the SQL below; later
+ * versions are the migrations in `migrations.ts` (never edits of this text once released). This
+ * comment describes the current version (5).
  *
  * Conventions
  * - Timestamps are ISO 8601 strings from `Date.prototype.toISOString()` (fixed width, UTC), so
  *   text order is time order. `created_at` columns hold the record's own `createdAt` verbatim.
- * - DIDs, URIs and CIDs are plain text (interning measured as not worth it, see the bench).
+ * - DIDs are interned (version 5): the randomly keyed indexes hold `actors.id`, a small integer,
+ *   and a post is identified by (author id, rkey) instead of its URI. Rows keep the text the
+ *   views return (post `uri` and `did`, notification `author_did`, `subject_uri`, `record_uri`).
+ *   CIDs and handles are plain text.
  * - No foreign keys: the three sources deliver ops in any order (a like before its post, a follow
  *   before either account), so every table stands alone and the write path keeps counters exact.
  * - Every row change goes through `IndexWriter.applyOps` (appview/ingest/apply_ops.ts), except
@@ -13,21 +17,25 @@
  *
  * Tables
  *
+ * actors (version 5): id INTEGER PK, did TEXT UNIQUE. One row per DID any other row names;
+ *   never deleted, so an id read once stays valid (the write path caches them, see
+ *   appview/ingest/actors.ts).
+ *
  * posts: one row per indexed `app.social.feed.post` record (the spec 2.1 wire fields).
  *   id INTEGER PK (rowid; also the rowid of posts_fts; grows with indexing order, so
- *   `ORDER BY rowid DESC` in posts_fts is newest-indexed first), uri TEXT UNIQUE,
- *   did, handle (author handle, or the placeholder `did:plc:abcdefghij…` from
+ *   `ORDER BY rowid DESC` in posts_fts is newest-indexed first), author (actor id), rkey,
+ *   unique together (the post's identity); uri, did (text, as served), handle (author handle, or the placeholder `did:plc:abcdefghij…` from
  *   `placeholderHandle`; placeholders always start with `did:`), rkey, collection, text, cid,
  *   parent_uri, root_uri (null unless a reply), embed (JSON text or null, verbatim),
  *   langs (JSON array text, `[]` when absent), created_at, like_count, repost_count (exact
  *   denormalised counters), avatar_cid (author avatar from the profile cache; never reset to
  *   null by re-indexing), indexed_at (first insert only; updates keep it, so paging is stable),
  *   handle_attempted_at (last handle-resolution attempt; null when none or after success).
- *   Indexes: (indexed_at DESC, uri DESC, did) global timeline, covering the followee filter of
- *   the timeline scan; (did, indexed_at DESC, uri DESC) per author; (parent_uri, indexed_at,
- *   uri) (partial, replies only; replies read in order without a sort);
- *   (did, handle_attempted_at) partial over placeholder handles for handle sync
- *   (`WHERE handle GLOB 'did:*'`). Version 1 created posts_by_time and posts_by_parent without
+ *   Indexes: (author, rkey) unique; (indexed_at DESC, uri DESC, author) global timeline,
+ *   covering the followee filter of the timeline scan; (author, indexed_at DESC, uri DESC) per
+ *   author; (parent_uri, indexed_at, uri) (partial, replies only; replies read in order without a
+ *   sort); (author, handle_attempted_at) partial over placeholder handles for handle sync
+ *   (`WHERE handle GLOB 'did:*'`). Version 5 replaced the did/uri keys by author ids. Version 1 created posts_by_time and posts_by_parent without
  *   their trailing columns; migration 2 recreates them as described here. Version 1 also created
  *   posts_by_root (root_uri, partial); migration 4 drops it (no query used it).
  *
@@ -35,11 +43,12 @@
  *   rowid = posts.id. Search: `SELECT rowid FROM posts_fts WHERE posts_fts MATCH ? ORDER BY
  *   rowid DESC LIMIT ?` then join posts by id (newest first without sorting all matches).
  *
- * likes, reposts: one row per record; identity (did, rkey) = the actor and the record key.
- *   subject_uri, subject_cid (the post), created_at, indexed_at.
- *   Index (subject_uri, did): counts per post and `viewer_liked`/`viewer_reposted`.
+ * likes, reposts: one row per record; identity (actor, rkey) = the actor's id and the record
+ *   key. subject_author, subject_rkey (the post's identity; the subject must be a post URI with
+ *   a DID authority), subject_cid, created_at, indexed_at.
+ *   Index (subject_author, subject_rkey, actor): counts per post and the viewer's like/repost.
  *
- * follows: identity (follower, subject) (spec 2.11): re-applying never adds a row.
+ * follows: identity (follower, subject) (spec 2.11, both actor ids): re-applying never adds a row.
  *   rkey (of the follow record; null only in rows that predate it), created_at, indexed_at.
  *   Unique (follower, rkey) where rkey is not null: a delete event (did, rkey) resolves and
  *   deletes in one statement. Indexes (subject, indexed_at DESC, follower DESC) for followers
@@ -54,15 +63,17 @@
  *   updated_at (last change of handle or record fields).
  *   Index: handle COLLATE NOCASE (profile by handle, spec 4.2 rule 3).
  *
- * notifications (spec 2.7, 3.1, 6.5): id INTEGER PK (tiebreak), recipient_did, kind (`like`,
- *   `repost`, `follow`, `reply`), author_did, subject_uri (liked/reposted post; the reply's own
- *   URI; null for follow), record_uri (the like/repost/follow/reply record that caused it),
- *   created_at (the record's createdAt), indexed_at (sort key, echoed as `seenAt`), read_at.
- *   Unique (recipient_did, kind, author_did, ifnull(subject_uri, '')): written with INSERT OR
+ * notifications (spec 2.7, 3.1, 6.5): id INTEGER PK (tiebreak), recipient (actor id), kind
+ *   (`like`, `repost`, `follow`, `reply`), author (actor id), author_did, subject_uri
+ *   (liked/reposted post; the reply's own URI; null for follow), subject_author and
+ *   subject_rkey (that post's identity), record_uri (the like/repost/follow/reply record that
+ *   caused it), created_at (the record's createdAt), indexed_at (sort key, echoed as
+ *   `seenAt`), read_at. Unique (recipient, kind, author, ifnull(subject_rkey, '')) (a like's
+ *   subject is the recipient's post, a reply's the author's, so the rkey names it): INSERT OR
  *   IGNORE, so unlike + relike (or unfollow + refollow) gives no second row. Deleting the like,
  *   repost, follow or reply keeps the notification (it happened; and the unique rule needs the
- *   row to deduplicate a later relike). Indexes (recipient_did, indexed_at DESC, id DESC) for
- *   the list and a partial (recipient_did, indexed_at) `WHERE read_at IS NULL` for the unread
+ *   row to deduplicate a later relike). Indexes (recipient, indexed_at DESC, id DESC) for
+ *   the list and a partial (recipient, indexed_at) `WHERE read_at IS NULL` for the unread
  *   count and `seen`.
  *
  * repo_revs (migration 3): did PK, rev (TID of the latest commit of that repository whose ops

@@ -40,6 +40,7 @@ import { validateRecord } from "../../shared/records.ts";
 import { isValidDid, isValidHandle, isValidRecordKey } from "../../shared/syntax.ts";
 import { type Logger, silentLogger } from "../../shared/log.ts";
 import { prepareCursorWrite } from "../db/state.ts";
+import { ActorIds } from "./actors.ts";
 import { FollowIndexer } from "./index_graph.ts";
 import { InteractionIndexer, LIKE_KIND, REPOST_KIND } from "./index_interactions.ts";
 import { PostIndexer } from "./index_posts.ts";
@@ -155,6 +156,7 @@ export class IndexWriter {
   readonly #batchSize: number;
   readonly #indexers: ReadonlyMap<string, CollectionIndexer>;
   readonly #handles: HandleIndexer;
+  readonly #actors: ActorIds;
   readonly #skips: SkipTally;
   readonly #writeCursor: (name: string, value: number, at: string) => void;
   readonly #savepoint: { begin: StatementSync; release: StatementSync; undo: StatementSync };
@@ -192,12 +194,14 @@ export class IndexWriter {
     this.#log = opts.log ?? silentLogger;
     this.#batchSize = batchSize;
     const counters = new ProfileCounters(db);
-    const notifier = new Notifier(db);
+    const actors = new ActorIds(db);
+    this.#actors = actors;
+    const notifier = new Notifier(db, actors);
     this.#indexers = new Map<string, CollectionIndexer>([
-      [COLLECTION_POST, new PostIndexer(db, counters, notifier)],
-      [COLLECTION_LIKE, new InteractionIndexer(db, LIKE_KIND, notifier)],
-      [COLLECTION_REPOST, new InteractionIndexer(db, REPOST_KIND, notifier)],
-      [COLLECTION_FOLLOW, new FollowIndexer(db, counters, notifier)],
+      [COLLECTION_POST, new PostIndexer(db, actors, counters, notifier)],
+      [COLLECTION_LIKE, new InteractionIndexer(db, LIKE_KIND, actors, notifier)],
+      [COLLECTION_REPOST, new InteractionIndexer(db, REPOST_KIND, actors, notifier)],
+      [COLLECTION_FOLLOW, new FollowIndexer(db, actors, counters, notifier)],
       [COLLECTION_PROFILE, new ProfileIndexer(db)],
     ]);
     this.#handles = new HandleIndexer(db);
@@ -304,8 +308,10 @@ export class IndexWriter {
         this.#writeCursor(cursor.name, cursor.value, this.#now().toISOString());
       }
       this.#db.exec("COMMIT");
+      this.#actors.commit();
     } catch (e) {
       if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      this.#actors.rollback();
       this.#skips.discard();
       throw e;
     } finally {
@@ -365,12 +371,14 @@ export class IndexWriter {
 
   #applyIsolated(op: IndexOp): boolean {
     this.#savepoint.begin.run();
+    const mark = this.#actors.mark();
     try {
       const applied = this.#applyOne(op);
       this.#savepoint.release.run();
       return applied;
     } catch (e) {
       this.#savepoint.undo.run();
+      this.#actors.undoTo(mark);
       this.#savepoint.release.run();
       this.#log.warn("Index op skipped after an error", { error: e, op: describeOp(op) });
       this.#skips.add("apply_error", op, String(e));

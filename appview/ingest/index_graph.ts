@@ -15,6 +15,7 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { ActorIds } from "./actors.ts";
 import type { ProfileCounters } from "./index_profiles.ts";
 import type { Notifier } from "./notify.ts";
 import type { CollectionIndexer, PutInput, RemoveInput } from "./types.ts";
@@ -27,8 +28,15 @@ export class FollowIndexer implements CollectionIndexer {
   readonly #deleteByRkey: StatementSync;
   readonly #counters: ProfileCounters;
   readonly #notifier: Notifier;
+  readonly #actors: ActorIds;
 
-  constructor(db: DatabaseSync, counters: ProfileCounters, notifier: Notifier) {
+  constructor(
+    db: DatabaseSync,
+    actors: ActorIds,
+    counters: ProfileCounters,
+    notifier: Notifier,
+  ) {
+    this.#actors = actors;
     this.#insert = db.prepare(
       `INSERT INTO follows (follower, subject, rkey, created_at, indexed_at)
        VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, // the PK or the (follower, rkey) key
@@ -37,10 +45,12 @@ export class FollowIndexer implements CollectionIndexer {
       "UPDATE follows SET rkey = ?3 WHERE follower = ?1 AND subject = ?2 AND rkey IS NOT ?3",
     );
     this.#deleteOther = db.prepare(
-      "DELETE FROM follows WHERE follower = ?1 AND rkey = ?2 AND subject <> ?3 RETURNING subject",
+      `DELETE FROM follows WHERE follower = ?1 AND rkey = ?2 AND subject <> ?3
+       RETURNING (SELECT did FROM actors WHERE id = subject) AS subject`,
     );
     this.#deleteByRkey = db.prepare(
-      "DELETE FROM follows WHERE follower = ? AND rkey = ? RETURNING subject",
+      `DELETE FROM follows WHERE follower = ? AND rkey = ?
+       RETURNING (SELECT did FROM actors WHERE id = subject) AS subject`,
     );
     this.#counters = counters;
     this.#notifier = notifier;
@@ -52,15 +62,17 @@ export class FollowIndexer implements CollectionIndexer {
     if (typeof subject !== "string" || typeof createdAt !== "string") {
       return "Record has no subject";
     }
-    if (!this.#insertRow(op.did, subject, op.rkey, createdAt, now)) {
+    const follower = this.#actors.idOf(op.did);
+    const followed = this.#actors.idOf(subject);
+    if (!this.#insertRow(follower, followed, op.rkey, createdAt, now)) {
       // A known follow (keep the newest rkey), or the rkey named another subject: free the key
       // and retry once.
-      const moved = this.#deleteOther.get(op.did, op.rkey, subject) as
+      const moved = this.#deleteOther.get(follower, op.rkey, followed) as
         | { subject: string }
         | undefined;
       if (moved !== undefined) this.#uncount(op.did, moved.subject);
-      if (moved === undefined || !this.#insertRow(op.did, subject, op.rkey, createdAt, now)) {
-        this.#setRkey.run(op.did, subject, op.rkey);
+      if (moved === undefined || !this.#insertRow(follower, followed, op.rkey, createdAt, now)) {
+        this.#setRkey.run(follower, followed, op.rkey);
         return null;
       }
     }
@@ -70,7 +82,7 @@ export class FollowIndexer implements CollectionIndexer {
       kind: "follow",
       recipientDid: subject,
       authorDid: op.did,
-      subjectUri: null,
+      subject: null,
       recordUri: uri,
       createdAt,
       indexedAt: now,
@@ -81,11 +93,13 @@ export class FollowIndexer implements CollectionIndexer {
   }
 
   remove({ op }: RemoveInput): void {
-    const row = this.#deleteByRkey.get(op.did, op.rkey) as { subject: string } | undefined;
+    const follower = this.#actors.find(op.did);
+    if (follower === null) return;
+    const row = this.#deleteByRkey.get(follower, op.rkey) as { subject: string } | undefined;
     if (row !== undefined) this.#uncount(op.did, row.subject);
   }
 
-  #insertRow(follower: string, subject: string, rkey: string, createdAt: string, now: string) {
+  #insertRow(follower: number, subject: number, rkey: string, createdAt: string, now: string) {
     return this.#insert.run(follower, subject, rkey, createdAt, now).changes === 1;
   }
 

@@ -11,7 +11,11 @@ function counts(ix: TestIndex, did: string) {
 }
 
 function follows(ix: TestIndex) {
-  return ix.rows("SELECT follower, subject, rkey FROM follows ORDER BY follower, subject");
+  return ix.rows(
+    `SELECT fa.did AS follower, sa.did AS subject, f.rkey
+     FROM follows f JOIN actors fa ON fa.id = f.follower JOIN actors sa ON sa.id = f.subject
+     ORDER BY fa.did, sa.did`,
+  );
 }
 
 Deno.test("a follow applied twice is one row and counts 1 (spec 2.11)", () => {
@@ -36,9 +40,11 @@ Deno.test("a follow delete by (did, rkey) removes the row and both counts", () =
 Deno.test("follow deletes that find nothing are no-ops: stale rkey, already deleted, row without rkey", () => {
   using ix = openTestIndex();
   ix.apply(followOp(ALICE, "f1", BOB));
+  ix.db.prepare("INSERT OR IGNORE INTO actors (did) VALUES (?)").run(CAROL);
   ix.db.prepare(
     `INSERT INTO follows (follower, subject, rkey, created_at, indexed_at)
-     VALUES (?, ?, NULL, '2020-01-01T00:00:00.000Z', '2020-01-01T00:00:00.000Z')`,
+     VALUES ((SELECT id FROM actors WHERE did = ?), (SELECT id FROM actors WHERE did = ?), NULL,
+       '2020-01-01T00:00:00.000Z', '2020-01-01T00:00:00.000Z')`,
   ).run(CAROL, BOB);
   ix.db.prepare("UPDATE profiles SET follower_count = 2 WHERE did = ?").run(BOB);
   const before = follows(ix);
@@ -85,6 +91,9 @@ Deno.test("follow, unfollow, follow leaves exact counts", () => {
     followOp(CAROL, "c1", BOB),
   );
   assert.deepEqual(counts(ix, BOB), { follower_count: 2, following_count: 0 });
-  const subjectCount = ix.row("SELECT count(*) AS n FROM follows WHERE subject = ?", BOB);
+  const subjectCount = ix.row(
+    `SELECT count(*) AS n FROM follows f JOIN actors sa ON sa.id = f.subject WHERE sa.did = ?`,
+    BOB,
+  );
   assert.deepEqual(subjectCount, { n: 2 });
 });

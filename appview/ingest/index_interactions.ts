@@ -2,6 +2,10 @@
  * Indexes likes and reposts (`app.social.feed.like`, `app.social.feed.repost`): one row per
  * record, identity (did, rkey), and the exact denormalised counter on the subject post.
  *
+ * The subject must be a post URI with a DID authority (`at://did:.../app.social.feed.post/...`):
+ * the row is keyed by the post's (author id, rkey), like the post itself; any other subject is
+ * skipped as an invalid record (it could neither count towards a post nor notify anyone).
+ *
  * The counter moves only when a row really changed: INSERT OR IGNORE, then +1 only if a row was
  * inserted; DELETE ... RETURNING, then -1 only if a row was deleted. A like of a post not indexed
  * yet is kept; the post's counter starts from the stored likes when it arrives (index_posts.ts).
@@ -12,7 +16,8 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { didOfUri, type NotificationKind, type Notifier } from "./notify.ts";
+import { type ActorIds, postKeyOf } from "./actors.ts";
+import type { NotificationKind, Notifier } from "./notify.ts";
 import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "./types.ts";
 
 /** Which of the two interaction tables an indexer writes. */
@@ -44,20 +49,24 @@ export class InteractionIndexer implements CollectionIndexer {
   readonly #increment: StatementSync;
   readonly #decrement: StatementSync;
   readonly #notifier: Notifier;
+  readonly #actors: ActorIds;
 
-  constructor(db: DatabaseSync, kind: InteractionKind, notifier: Notifier) {
+  constructor(db: DatabaseSync, kind: InteractionKind, actors: ActorIds, notifier: Notifier) {
     const { table, counter } = kind;
     this.#kind = kind;
+    this.#actors = actors;
     this.#insert = db.prepare(
-      `INSERT OR IGNORE INTO ${table} (did, rkey, subject_uri, subject_cid, created_at,
-         indexed_at) VALUES (?, ?, ?, ?, ?, ?)`,
+      `INSERT OR IGNORE INTO ${table} (actor, rkey, subject_author, subject_rkey, subject_cid,
+         created_at, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#delete = db.prepare(
-      `DELETE FROM ${table} WHERE did = ? AND rkey = ? RETURNING subject_uri`,
+      `DELETE FROM ${table} WHERE actor = ? AND rkey = ? RETURNING subject_author, subject_rkey`,
     );
-    this.#increment = db.prepare(`UPDATE posts SET ${counter} = ${counter} + 1 WHERE uri = ?`);
+    this.#increment = db.prepare(
+      `UPDATE posts SET ${counter} = ${counter} + 1 WHERE author = ? AND rkey = ?`,
+    );
     this.#decrement = db.prepare(
-      `UPDATE posts SET ${counter} = ${counter} - 1 WHERE uri = ? AND ${counter} > 0`,
+      `UPDATE posts SET ${counter} = ${counter} - 1 WHERE author = ? AND rkey = ? AND ${counter} > 0`,
     );
     this.#notifier = notifier;
   }
@@ -67,28 +76,41 @@ export class InteractionIndexer implements CollectionIndexer {
     const subject = strongRef(value.subject);
     const createdAt = value.createdAt;
     if (subject === null || typeof createdAt !== "string") return "Record has no subject";
+    const post = postKeyOf(subject.uri);
+    if (post === null) return `Subject is not a post URI with a DID: ${subject.uri}`;
     // An update may point elsewhere: drop the old row (and its count) before inserting.
     if (op.action === "update") this.remove(input);
-    const inserted = this.#insert.run(op.did, op.rkey, subject.uri, subject.cid, createdAt, now);
+    const actor = this.#actors.idOf(op.did);
+    const author = this.#actors.idOf(post.did);
+    const inserted = this.#insert.run(
+      actor,
+      op.rkey,
+      author,
+      post.rkey,
+      subject.cid,
+      createdAt,
+      now,
+    );
     if (inserted.changes !== 1) return null;
-    this.#increment.run(subject.uri);
-    const recipient = didOfUri(subject.uri);
-    if (recipient !== null) {
-      this.#notifier.notify({
-        kind: this.#kind.notification,
-        recipientDid: recipient,
-        authorDid: op.did,
-        subjectUri: subject.uri,
-        recordUri: uri,
-        createdAt,
-        indexedAt: now,
-      });
-    }
+    this.#increment.run(author, post.rkey);
+    this.#notifier.notify({
+      kind: this.#kind.notification,
+      recipientDid: post.did,
+      authorDid: op.did,
+      subject: { uri: subject.uri, rkey: post.rkey },
+      recordUri: uri,
+      createdAt,
+      indexedAt: now,
+    });
     return null;
   }
 
   remove({ op }: { op: RemoveInput["op"] }): void {
-    const row = this.#delete.get(op.did, op.rkey) as { subject_uri: string } | undefined;
-    if (row !== undefined) this.#decrement.run(row.subject_uri);
+    const actor = this.#actors.find(op.did);
+    if (actor === null) return;
+    const row = this.#delete.get(actor, op.rkey) as
+      | { subject_author: number; subject_rkey: string }
+      | undefined;
+    if (row !== undefined) this.#decrement.run(row.subject_author, row.subject_rkey);
   }
 }

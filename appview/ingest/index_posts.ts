@@ -15,21 +15,23 @@
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
+import type { ActorIds } from "./actors.ts";
 import { placeholderHandle } from "./handles.ts";
 import type { ProfileCounters } from "./index_profiles.ts";
 import { didOfUri, type Notifier } from "./notify.ts";
 import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "./types.ts";
 
 // VALUES with scalar subqueries: measured ~40% cheaper than INSERT ... SELECT ... RETURNING.
+// ?1 author id, ?2 rkey, ?3 uri, ?4 DID, ?5 placeholder handle.
 const INSERT_POST = `
-INSERT INTO posts (uri, did, handle, rkey, collection, text, cid, parent_uri, root_uri, embed,
-  langs, created_at, like_count, repost_count, avatar_cid, indexed_at)
-VALUES (?1, ?2, coalesce((SELECT handle FROM profiles WHERE did = ?2), ?3), ?4, ?5, ?6, ?7, ?8,
-  ?9, ?10, ?11, ?12,
-  (SELECT count(*) FROM likes WHERE subject_uri = ?1),
-  (SELECT count(*) FROM reposts WHERE subject_uri = ?1),
-  (SELECT avatar_cid FROM profiles WHERE did = ?2), ?13)
-ON CONFLICT (uri) DO NOTHING`;
+INSERT INTO posts (author, rkey, uri, did, handle, collection, text, cid, parent_uri, root_uri,
+  embed, langs, created_at, like_count, repost_count, avatar_cid, indexed_at)
+VALUES (?1, ?2, ?3, ?4, coalesce((SELECT handle FROM profiles WHERE did = ?4), ?5), ?6, ?7, ?8,
+  ?9, ?10, ?11, ?12, ?13,
+  (SELECT count(*) FROM likes WHERE subject_author = ?1 AND subject_rkey = ?2),
+  (SELECT count(*) FROM reposts WHERE subject_author = ?1 AND subject_rkey = ?2),
+  (SELECT avatar_cid FROM profiles WHERE did = ?4), ?14)
+ON CONFLICT (author, rkey) DO NOTHING`;
 
 const UPDATE_POST = `
 UPDATE posts SET cid = ?2, text = ?3, parent_uri = ?4, root_uri = ?5, embed = ?6, langs = ?7,
@@ -49,12 +51,19 @@ export class PostIndexer implements CollectionIndexer {
   readonly #ftsDelete: StatementSync;
   readonly #counters: ProfileCounters;
   readonly #notifier: Notifier;
+  readonly #actors: ActorIds;
 
-  constructor(db: DatabaseSync, counters: ProfileCounters, notifier: Notifier) {
-    this.#find = db.prepare("SELECT id, cid FROM posts WHERE uri = ?");
+  constructor(
+    db: DatabaseSync,
+    actors: ActorIds,
+    counters: ProfileCounters,
+    notifier: Notifier,
+  ) {
+    this.#actors = actors;
+    this.#find = db.prepare("SELECT id, cid FROM posts WHERE author = ? AND rkey = ?");
     this.#insert = db.prepare(INSERT_POST);
     this.#update = db.prepare(UPDATE_POST);
-    this.#delete = db.prepare("DELETE FROM posts WHERE uri = ? RETURNING id, did");
+    this.#delete = db.prepare("DELETE FROM posts WHERE author = ? AND rkey = ? RETURNING id");
     this.#ftsInsert = db.prepare("INSERT INTO posts_fts (rowid, text) VALUES (?, ?)");
     this.#ftsDelete = db.prepare("DELETE FROM posts_fts WHERE rowid = ?");
     this.#counters = counters;
@@ -70,11 +79,13 @@ export class PostIndexer implements CollectionIndexer {
     const embed = value.embed === undefined ? null : JSON.stringify(value.embed);
     const langs = value.langs === undefined ? EMPTY_LANGS : JSON.stringify(value.langs);
     // Insert first: a new post (the common case) costs one statement; a known URI falls through.
+    const author = this.#actors.idOf(op.did);
     const inserted = this.#insert.run(
+      author,
+      op.rkey,
       uri,
       op.did,
       placeholderHandle(op.did),
-      op.rkey,
       COLLECTION_POST,
       text,
       cid,
@@ -89,7 +100,7 @@ export class PostIndexer implements CollectionIndexer {
       this.#ftsInsert.run(inserted.lastInsertRowid, text);
       this.#counters.increment(op.did, "post_count");
     } else {
-      const existing = this.#find.get(uri) as { id: number; cid: string };
+      const existing = this.#find.get(author, op.rkey) as { id: number; cid: string };
       if (existing.cid === cid) return null; // redelivered: nothing changes
       this.#update.run(existing.id, cid, text, parentUri, rootUri, embed, langs, createdAt);
       this.#ftsDelete.run(existing.id);
@@ -101,7 +112,7 @@ export class PostIndexer implements CollectionIndexer {
         kind: "reply",
         recipientDid: recipient,
         authorDid: op.did,
-        subjectUri: uri,
+        subject: { uri, rkey: op.rkey },
         recordUri: uri,
         createdAt,
         indexedAt: now,
@@ -110,10 +121,12 @@ export class PostIndexer implements CollectionIndexer {
     return null;
   }
 
-  remove({ uri }: RemoveInput): void {
-    const row = this.#delete.get(uri) as { id: number; did: string } | undefined;
+  remove({ op }: RemoveInput): void {
+    const author = this.#actors.find(op.did);
+    if (author === null) return;
+    const row = this.#delete.get(author, op.rkey) as { id: number } | undefined;
     if (row === undefined) return;
     this.#ftsDelete.run(row.id);
-    this.#counters.decrement(row.did, "post_count");
+    this.#counters.decrement(op.did, "post_count");
   }
 }

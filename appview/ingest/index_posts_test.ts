@@ -47,6 +47,7 @@ Deno.test("a post is stored with every wire field of spec 2.1", () => {
   assert.deepEqual(ix.apply(op), { applied: 1, skipped: 0 });
   assert.deepEqual(ix.row("SELECT * FROM posts"), {
     id: 1,
+    author: 1, // the interned id of ALICE, the first DID this index saw
     uri: P1,
     did: ALICE,
     handle: placeholderHandle(ALICE),

@@ -61,8 +61,8 @@ const UPSERT_PROFILE = `
 INSERT INTO profiles (did, handle, display_name, description, avatar_cid, banner_cid,
   has_record, updated_at)
 SELECT ?1, CASE WHEN h GLOB 'did:*' THEN NULL ELSE h END, ?2, ?3, ?4, ?5, 1, ?6
-FROM (SELECT (SELECT handle FROM posts WHERE did = ?1 ORDER BY indexed_at DESC, uri DESC
-  LIMIT 1) AS h)
+FROM (SELECT (SELECT handle FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?1)
+  ORDER BY indexed_at DESC, uri DESC LIMIT 1) AS h)
 WHERE true
 ON CONFLICT (did) DO UPDATE SET
   handle = coalesce(profiles.handle, excluded.handle),
@@ -86,7 +86,8 @@ export class ProfileIndexer implements CollectionIndexer {
     this.#upsert = db.prepare(UPSERT_PROFILE);
     // Posts indexed before the profile record get its avatar; never set to null (spec 2.1).
     this.#fillPostAvatars = db.prepare(
-      "UPDATE posts SET avatar_cid = ?2 WHERE did = ?1 AND avatar_cid IS NOT ?2",
+      `UPDATE posts SET avatar_cid = ?2
+       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND avatar_cid IS NOT ?2`,
     );
     this.#clear = db.prepare(
       `UPDATE profiles SET display_name = NULL, description = NULL, avatar_cid = NULL,
@@ -151,10 +152,12 @@ export class HandleIndexer {
       "SELECT did FROM profiles WHERE handle = ?2 COLLATE NOCASE AND did <> ?1 LIMIT 1",
     );
     this.#setPosts = db.prepare(
-      "UPDATE posts SET handle = ?2, handle_attempted_at = NULL WHERE did = ?1 AND handle <> ?2",
+      `UPDATE posts SET handle = ?2, handle_attempted_at = NULL
+       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND handle <> ?2`,
     );
     this.#resetPosts = db.prepare(
-      `UPDATE posts SET handle = ?2 WHERE did = ?1 AND NOT (${PLACEHOLDER_HANDLE_SQL})`,
+      `UPDATE posts SET handle = ?2
+       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND NOT (${PLACEHOLDER_HANDLE_SQL})`,
     );
   }
 

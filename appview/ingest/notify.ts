@@ -8,23 +8,28 @@
  *   that could create the recipient's profile row, so being followed does not by itself make a
  *   DID known, while an account that has followed, posted or been named by a handle event is;
  * - at most one per (recipient, kind, author, subject): the unique index `notifications_dedupe`
- *   makes an unlike + relike (or a redelivered commit) create nothing new.
+ *   makes an unlike + relike (or a redelivered commit) create nothing new. The subject is keyed
+ *   by its record key alone: a like's subject is always a post of the recipient, a reply's
+ *   subject a post of its author, so (recipient, kind, author, rkey) names one subject.
  *
  * @module
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { ActorIds } from "./actors.ts";
 
 /** Notification kinds the write path emits (spec 2.7). */
 export type NotificationKind = "like" | "repost" | "follow" | "reply";
 
+// ?1 recipient id, ?2 kind, ?3 author id, ?4 author DID, ?5 subject URI, ?6 subject author id,
+// ?7 subject rkey, ?8 record URI, ?9 created, ?10 indexed, ?11 recipient DID.
 const INSERT_NOTIFICATION = `
-INSERT OR IGNORE INTO notifications
-  (recipient_did, kind, author_did, subject_uri, record_uri, created_at, indexed_at)
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+INSERT OR IGNORE INTO notifications (recipient, kind, author, author_did, subject_uri,
+  subject_author, subject_rkey, record_uri, created_at, indexed_at)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
 WHERE ?1 <> ?3 AND (
-  EXISTS (SELECT 1 FROM posts WHERE did = ?1)
-  OR EXISTS (SELECT 1 FROM profiles WHERE did = ?1)
+  EXISTS (SELECT 1 FROM posts WHERE author = ?1)
+  OR EXISTS (SELECT 1 FROM profiles WHERE did = ?11)
 )`;
 
 /** One notification to emit. */
@@ -32,8 +37,11 @@ export interface NotificationInput {
   kind: NotificationKind;
   recipientDid: string;
   authorDid: string;
-  /** The liked/reposted post, the reply's own URI, or null for a follow. */
-  subjectUri: string | null;
+  /**
+   * The liked/reposted post (the recipient's), the reply itself (the author's), or null for a
+   * follow. A post URI with a DID authority (the caller checked).
+   */
+  subject: { uri: string; rkey: string } | null;
   /** URI of the record that caused it. */
   recordUri: string;
   /** The record's `createdAt`. */
@@ -45,21 +53,31 @@ export interface NotificationInput {
 /** Emits notifications through one prepared statement. */
 export class Notifier {
   readonly #insert: StatementSync;
+  readonly #actors: ActorIds;
 
-  constructor(db: DatabaseSync) {
+  constructor(db: DatabaseSync, actors: ActorIds) {
     this.#insert = db.prepare(INSERT_NOTIFICATION);
+    this.#actors = actors;
   }
 
   /** Creates the notification when the rules allow it; returns whether a row was created. */
   notify(n: NotificationInput): boolean {
+    const recipient = this.#actors.idOf(n.recipientDid);
+    const author = this.#actors.idOf(n.authorDid);
+    const subject = n.subject;
     const result = this.#insert.run(
-      n.recipientDid,
+      recipient,
       n.kind,
+      author,
       n.authorDid,
-      n.subjectUri,
+      subject === null ? null : subject.uri,
+      // Spec 2.7: a like's or repost's subject is the recipient's post; a reply's, the reply.
+      subject === null ? null : n.kind === "reply" ? author : recipient,
+      subject === null ? null : subject.rkey,
       n.recordUri,
       n.createdAt,
       n.indexedAt,
+      n.recipientDid,
     );
     return result.changes === 1;
   }

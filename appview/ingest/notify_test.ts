@@ -21,15 +21,20 @@ const ALICE_POST = uriOf(ALICE, COLLECTION_POST, "p1");
 
 function notifications(ix: TestIndex) {
   return ix.rows(
-    `SELECT recipient_did, kind, author_did, subject_uri, record_uri FROM notifications
-     ORDER BY id`,
+    `SELECT r.did AS recipient_did, n.kind, n.author_did, n.subject_uri, n.record_uri
+     FROM notifications n JOIN actors r ON r.id = n.recipient
+     ORDER BY n.id`,
   );
 }
 
 Deno.test("a like notifies the liked post's author with the post as subject (spec 6.5)", () => {
   using ix = openTestIndex();
   ix.apply(postOp(ALICE, "p1", "hello"), likeOp(BOB, "l1", ALICE_POST));
-  const rows = ix.rows("SELECT * FROM notifications");
+  const rows = ix.rows(
+    `SELECT n.id, r.did AS recipient_did, n.kind, n.author_did, n.subject_uri, n.record_uri,
+       n.created_at, n.indexed_at, n.read_at
+     FROM notifications n JOIN actors r ON r.id = n.recipient`,
+  );
   assert.deepEqual(rows, [{
     id: 1,
     recipient_did: ALICE,

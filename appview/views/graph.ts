@@ -6,16 +6,16 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { type TextKey, TOP_TIME } from "./cursor.ts";
+import { type IdKey, TOP_TIME } from "./cursor.ts";
 import type { ActorRow } from "./present.ts";
 
 /** One page of actor rows. */
 export interface ActorPage {
   rows: ActorRow[];
-  next: TextKey | null;
+  next: IdKey | null;
 }
 
-type GraphRow = ActorRow & { indexed_at: string };
+type GraphRow = ActorRow & { indexed_at: string; actor: number };
 
 /** Reads the follow graph with statements prepared once. */
 export class GraphView {
@@ -25,9 +25,10 @@ export class GraphView {
   constructor(db: DatabaseSync) {
     const list = (self: string, other: string) =>
       db.prepare(
-        `SELECT f.${other} AS did, a.handle, a.display_name, a.avatar_cid, f.indexed_at
-         FROM follows f LEFT JOIN profiles a ON a.did = f.${other}
-         WHERE f.${self} = ?1 AND (f.indexed_at, f.${other}) < (?2, ?3)
+        `SELECT x.did, a.handle, a.display_name, a.avatar_cid, f.indexed_at, f.${other} AS actor
+         FROM follows f JOIN actors x ON x.id = f.${other} LEFT JOIN profiles a ON a.did = x.did
+         WHERE f.${self} = (SELECT id FROM actors WHERE did = ?1)
+           AND (f.indexed_at, f.${other}) < (?2, ?3)
          ORDER BY f.indexed_at DESC, f.${other} DESC LIMIT ?4`,
       );
     this.#followers = list("subject", "follower");
@@ -35,12 +36,12 @@ export class GraphView {
   }
 
   /** Accounts following `did`. */
-  followers(did: string, opts: { limit: number; cursor: TextKey | null }): ActorPage {
+  followers(did: string, opts: { limit: number; cursor: IdKey | null }): ActorPage {
     return page(this.#followers, did, opts);
   }
 
   /** Accounts `did` follows. */
-  following(did: string, opts: { limit: number; cursor: TextKey | null }): ActorPage {
+  following(did: string, opts: { limit: number; cursor: IdKey | null }): ActorPage {
     return page(this.#following, did, opts);
   }
 }
@@ -48,9 +49,10 @@ export class GraphView {
 function page(
   stmt: StatementSync,
   did: string,
-  opts: { limit: number; cursor: TextKey | null },
+  opts: { limit: number; cursor: IdKey | null },
 ): ActorPage {
-  const [time, last] = opts.cursor ?? [TOP_TIME, ""];
+  // The tiebreak is the actor's interned id (schema version 5).
+  const [time, last] = opts.cursor ?? [TOP_TIME, Number.MAX_SAFE_INTEGER];
   const rows = stmt.all(did, time, last, opts.limit + 1) as unknown as GraphRow[];
   const more = rows.length > opts.limit;
   if (more) rows.length = opts.limit;
@@ -62,6 +64,6 @@ function page(
       display_name,
       avatar_cid,
     })),
-    next: more ? [end.indexed_at, end.did] : null,
+    next: more ? [end.indexed_at, end.actor] : null,
   };
 }

@@ -30,19 +30,21 @@ export class NotificationView {
          n.subject_uri, s.text AS subject_text, n.created_at, n.indexed_at, n.read_at
        FROM notifications n
        LEFT JOIN profiles a ON a.did = n.author_did
-       LEFT JOIN posts s ON s.uri = n.subject_uri
-       WHERE n.recipient_did = ?1 AND (n.indexed_at, n.id) < (?2, ?3)
+       LEFT JOIN posts s ON s.author = n.subject_author AND s.rkey = n.subject_rkey
+       WHERE n.recipient = (SELECT id FROM actors WHERE did = ?1) AND (n.indexed_at, n.id) < (?2, ?3)
        ORDER BY n.indexed_at DESC, n.id DESC LIMIT ?4`,
     );
     this.#count = db.prepare(
-      "SELECT count(*) AS n FROM notifications WHERE recipient_did = ? AND read_at IS NULL",
+      `SELECT count(*) AS n FROM notifications
+       WHERE recipient = (SELECT id FROM actors WHERE did = ?1) AND read_at IS NULL`,
     );
     this.#seenUpTo = db.prepare(
       `UPDATE notifications SET read_at = ?2
-       WHERE recipient_did = ?1 AND read_at IS NULL AND indexed_at <= ?3`,
+       WHERE recipient = (SELECT id FROM actors WHERE did = ?1) AND read_at IS NULL AND indexed_at <= ?3`,
     );
     this.#seenAll = db.prepare(
-      "UPDATE notifications SET read_at = ?2 WHERE recipient_did = ?1 AND read_at IS NULL",
+      `UPDATE notifications SET read_at = ?2
+       WHERE recipient = (SELECT id FROM actors WHERE did = ?1) AND read_at IS NULL`,
     );
   }
 

@@ -7,18 +7,22 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { postKeyOf } from "../ingest/actors.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
 
 /** Reads post rows by id or URI with statements prepared once. */
 export class PostHydrator {
   readonly #byIds: StatementSync;
-  readonly #byUri: StatementSync;
+  readonly #byKey: StatementSync;
 
   constructor(db: DatabaseSync) {
     this.#byIds = db.prepare(
       `SELECT ${POST_COLUMNS} FROM posts WHERE id IN (SELECT value FROM json_each(?))`,
     );
-    this.#byUri = db.prepare(`SELECT ${POST_COLUMNS} FROM posts WHERE uri = ?`);
+    this.#byKey = db.prepare(
+      `SELECT ${POST_COLUMNS} FROM posts
+       WHERE author = (SELECT id FROM actors WHERE did = ?) AND rkey = ?`,
+    );
   }
 
   /** The rows of `ids`, in the order of `ids`; ids no longer indexed are left out. */
@@ -38,6 +42,8 @@ export class PostHydrator {
 
   /** The row of the post `uri`, or null when it is not indexed. */
   byUri(uri: string): PostRow | null {
-    return (this.#byUri.get(uri) as PostRow | undefined) ?? null;
+    const key = postKeyOf(uri);
+    if (key === null) return null;
+    return (this.#byKey.get(key.did, key.rkey) as PostRow | undefined) ?? null;
   }
 }

@@ -47,10 +47,12 @@ export class ProfileView {
          follower_count, following_count FROM profiles WHERE did = ?`,
     );
     this.#posts = db.prepare(
-      `SELECT ${POST_COLUMNS} FROM posts WHERE did = ?
+      `SELECT ${POST_COLUMNS} FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?)
        ORDER BY indexed_at DESC, uri DESC LIMIT ${PROFILE_POSTS}`,
     );
-    this.#postCount = db.prepare("SELECT count(*) AS n FROM posts WHERE did = ?");
+    this.#postCount = db.prepare(
+      "SELECT count(*) AS n FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?)",
+    );
   }
 
   /** The profile whose handle is `handle` (any case); null when unknown or a placeholder. */

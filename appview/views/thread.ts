@@ -6,7 +6,11 @@
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
+import { postKeyOf } from "../ingest/actors.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
+
+const ACTOR_1 = "(SELECT id FROM actors WHERE did = ?1)";
+const ACTOR_3 = "(SELECT id FROM actors WHERE did = ?3)";
 
 /** Spec 4.2 rule 5: ancestors loaded above the post. */
 export const MAX_THREAD_DEPTH = 20;
@@ -27,10 +31,12 @@ export class ThreadView {
        ORDER BY indexed_at, uri LIMIT ${MAX_THREAD_REPLIES}`,
     );
     this.#liked = db.prepare(
-      "SELECT EXISTS (SELECT 1 FROM likes WHERE subject_uri = ? AND did = ?) AS v",
+      `SELECT EXISTS (SELECT 1 FROM likes WHERE subject_author = ${ACTOR_1}
+         AND subject_rkey = ?2 AND actor = ${ACTOR_3}) AS v`,
     );
     this.#reposted = db.prepare(
-      "SELECT EXISTS (SELECT 1 FROM reposts WHERE subject_uri = ? AND did = ?) AS v",
+      `SELECT EXISTS (SELECT 1 FROM reposts WHERE subject_author = ${ACTOR_1}
+         AND subject_rkey = ?2 AND actor = ${ACTOR_3}) AS v`,
     );
   }
 
@@ -65,9 +71,11 @@ export class ThreadView {
 
   /** Whether `viewerDid` likes / reposts the post `uri`. */
   viewerState(uri: string, viewerDid: string): { liked: boolean; reposted: boolean } {
+    const key = postKeyOf(uri);
+    if (key === null) return { liked: false, reposted: false };
     return {
-      liked: (this.#liked.get(uri, viewerDid) as { v: number }).v === 1,
-      reposted: (this.#reposted.get(uri, viewerDid) as { v: number }).v === 1,
+      liked: (this.#liked.get(key.did, key.rkey, viewerDid) as { v: number }).v === 1,
+      reposted: (this.#reposted.get(key.did, key.rkey, viewerDid) as { v: number }).v === 1,
     };
   }
 }

@@ -51,6 +51,7 @@ interface SkeletonRow {
 /** Reads timelines with statements prepared once. */
 export class TimelineView {
   readonly #posts: PostHydrator;
+  readonly #actorId: StatementSync;
   readonly #hasFollows: StatementSync;
   readonly #followCount: StatementSync;
   readonly #heads: StatementSync;
@@ -64,32 +65,33 @@ export class TimelineView {
   constructor(db: DatabaseSync, posts: PostHydrator, opts: { scanRowsPerResult?: number } = {}) {
     this.#posts = posts;
     this.#scanRowsPerResult = opts.scanRowsPerResult ?? GLOBAL_SCAN_ROWS_PER_RESULT;
+    this.#actorId = db.prepare("SELECT id FROM actors WHERE did = ?");
     this.#hasFollows = db.prepare("SELECT EXISTS (SELECT 1 FROM follows WHERE follower = ?) AS f");
     this.#followCount = db.prepare("SELECT following_count AS n FROM profiles WHERE did = ?");
     // The followees whose newest post below the cursor is at or after T, the ?4-th newest such
     // head ('' when fewer followees have one: then every followee with a post qualifies).
     this.#heads = db.prepare(
       `WITH heads AS MATERIALIZED (
-         SELECT f.subject AS did, (
+         SELECT f.subject AS author, (
            SELECT indexed_at FROM posts INDEXED BY posts_by_author
-           WHERE did = f.subject AND (indexed_at, uri) < (?2, ?3)
+           WHERE author = f.subject AND (indexed_at, uri) < (?2, ?3)
            ORDER BY indexed_at DESC, uri DESC LIMIT 1) AS t
          FROM follows f WHERE f.follower = ?1),
        floor AS MATERIALIZED (SELECT ifnull((SELECT t FROM heads WHERE t IS NOT NULL
          ORDER BY t DESC LIMIT 1 OFFSET ?4 - 1), '') AS t)
-       SELECT heads.did, floor.t AS floor FROM floor CROSS JOIN heads WHERE heads.t >= floor.t`,
+       SELECT heads.author, floor.t AS floor FROM floor CROSS JOIN heads WHERE heads.t >= floor.t`,
     );
     this.#authorWindow = db.prepare(
       `SELECT id, indexed_at, uri FROM posts INDEXED BY posts_by_author
-       WHERE did = ?1 AND indexed_at >= ?4 AND (indexed_at, uri) < (?2, ?3)
+       WHERE author = ?1 AND indexed_at >= ?4 AND (indexed_at, uri) < (?2, ?3)
        ORDER BY indexed_at DESC, uri DESC LIMIT ?5`,
     );
     this.#globalScan = db.prepare(
       `SELECT id, indexed_at, uri FROM (
-         SELECT id, did, indexed_at, uri FROM posts INDEXED BY posts_by_time
+         SELECT id, author, indexed_at, uri FROM posts INDEXED BY posts_by_time
          WHERE (indexed_at, uri) < (?2, ?3)
          ORDER BY indexed_at DESC, uri DESC LIMIT ?5)
-       WHERE EXISTS (SELECT 1 FROM follows WHERE follower = ?1 AND subject = did)
+       WHERE EXISTS (SELECT 1 FROM follows WHERE follower = ?1 AND subject = author)
        ORDER BY indexed_at DESC, uri DESC LIMIT ?4`,
     );
     // The last row the bounded walk read: the ?3-th row below the cursor (none: the walk read
@@ -114,15 +116,16 @@ export class TimelineView {
     const [time, uri] = opts.cursor ?? [TOP_TIME, ""];
     const take = opts.limit + 1;
     let skeleton: SkeletonRow[];
-    if (!(this.#hasFollows.get(viewerDid) as { f: number }).f) {
+    const viewer = (this.#actorId.get(viewerDid) as { id: number } | undefined)?.id;
+    if (viewer === undefined || !(this.#hasFollows.get(viewer) as { f: number }).f) {
       skeleton = this.#coldStart.all(time, uri, COLLECTION_POST, take) as unknown as SkeletonRow[];
     } else {
       const strategy = opts.strategy ?? "auto";
       const perFollowee = strategy === "per_followee" ||
         (strategy === "auto" && this.#follows(viewerDid) <= PER_FOLLOWEE_MAX_FOLLOWS);
       skeleton = perFollowee
-        ? this.#merge(viewerDid, time, uri, take)
-        : this.#scan(viewerDid, time, uri, take);
+        ? this.#merge(viewer, time, uri, take)
+        : this.#scan(viewer, time, uri, take);
     }
     const more = skeleton.length > opts.limit;
     if (more) skeleton = skeleton.slice(0, opts.limit);
@@ -139,10 +142,10 @@ export class TimelineView {
   }
 
   /** The bounded global walk, completed below its last row by the threshold merge. */
-  #scan(viewerDid: string, time: string, uri: string, take: number): SkeletonRow[] {
+  #scan(viewer: number, time: string, uri: string, take: number): SkeletonRow[] {
     const bound = Math.min(Number.MAX_SAFE_INTEGER, take * this.#scanRowsPerResult);
     const found = this.#globalScan.all(
-      viewerDid,
+      viewer,
       time,
       uri,
       take,
@@ -153,17 +156,23 @@ export class TimelineView {
       | { indexed_at: string; uri: string }
       | undefined;
     if (floor === undefined) return found; // the walk read every row below the cursor
-    return found.concat(this.#merge(viewerDid, floor.indexed_at, floor.uri, take - found.length));
+    return found.concat(this.#merge(viewer, floor.indexed_at, floor.uri, take - found.length));
   }
 
   /** The `take` newest followee posts below (`time`, `uri`), by the threshold merge. */
-  #merge(viewerDid: string, time: string, uri: string, take: number): SkeletonRow[] {
-    const heads = this.#heads.all(viewerDid, time, uri, take) as { did: string; floor: string }[];
+  #merge(viewer: number, time: string, uri: string, take: number): SkeletonRow[] {
+    const heads = this.#heads.all(viewer, time, uri, take) as { author: number; floor: string }[];
     if (heads.length === 0) return [];
     const floor = heads[0].floor;
     let rows: SkeletonRow[] = [];
-    for (const { did } of heads) {
-      const own = this.#authorWindow.all(did, time, uri, floor, take) as unknown as SkeletonRow[];
+    for (const { author } of heads) {
+      const own = this.#authorWindow.all(
+        author,
+        time,
+        uri,
+        floor,
+        take,
+      ) as unknown as SkeletonRow[];
       rows = rows.concat(own);
     }
     rows.sort(byKeyDesc);

@@ -71,7 +71,7 @@ export class HandleSync {
   readonly #selectUpTo: StatementSync;
   readonly #markAttempt: StatementSync;
   readonly #stop = new AbortController();
-  #afterDid = "";
+  #afterAuthor = 0;
   #loop: Promise<void> | null = null;
   #batch: Promise<HandleSyncResult> | null = null;
 
@@ -84,18 +84,20 @@ export class HandleSync {
     this.#batchSize = positiveInt("Batch size", opts.batchSize ?? HANDLE_SYNC_BATCH_SIZE);
     this.#concurrency = positiveInt("Concurrency", opts.concurrency ?? HANDLE_SYNC_CONCURRENCY);
     this.#retrySpacingMs = opts.retrySpacingMs ?? HANDLE_RETRY_SPACING_MS;
-    // Served by the partial index posts_unknown_handle (did, handle_attempted_at).
+    // Served by the partial index posts_unknown_handle (author, handle_attempted_at); the
+    // round-robin cursor is the author's interned id.
     const select = (range: string) =>
       db.prepare(
-        `SELECT did FROM posts
+        `SELECT author, min(did) AS did FROM posts
          WHERE ${PLACEHOLDER_HANDLE_SQL} AND ${range}
            AND (handle_attempted_at IS NULL OR handle_attempted_at <= ?2)
-         GROUP BY did ORDER BY did LIMIT ?3`,
+         GROUP BY author ORDER BY author LIMIT ?3`,
       );
-    this.#selectAfter = select("did > ?1");
-    this.#selectUpTo = select("did <= ?1");
+    this.#selectAfter = select("author > ?1");
+    this.#selectUpTo = select("author <= ?1");
     this.#markAttempt = db.prepare(
-      `UPDATE posts SET handle_attempted_at = ?2 WHERE did = ?1 AND ${PLACEHOLDER_HANDLE_SQL}`,
+      `UPDATE posts SET handle_attempted_at = ?2
+       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND ${PLACEHOLDER_HANDLE_SQL}`,
     );
   }
 
@@ -180,16 +182,14 @@ export class HandleSync {
 
   /** Up to `batchSize` due DIDs after the cursor, wrapping around to the start once. */
   #selectDue(cutoff: string): string[] {
-    const after = this.#afterDid;
-    const rows = this.#selectAfter.all(after, cutoff, this.#batchSize) as { did: string }[];
-    if (rows.length < this.#batchSize && after !== "") {
-      rows.push(
-        ...this.#selectUpTo.all(after, cutoff, this.#batchSize - rows.length) as { did: string }[],
-      );
+    type Due = { author: number; did: string };
+    const after = this.#afterAuthor;
+    const rows = this.#selectAfter.all(after, cutoff, this.#batchSize) as Due[];
+    if (rows.length < this.#batchSize && after !== 0) {
+      rows.push(...this.#selectUpTo.all(after, cutoff, this.#batchSize - rows.length) as Due[]);
     }
-    const dids = rows.map((r) => r.did);
-    this.#afterDid = dids.length < this.#batchSize ? "" : dids[dids.length - 1];
-    return dids;
+    this.#afterAuthor = rows.length < this.#batchSize ? 0 : rows[rows.length - 1].author;
+    return rows.map((r) => r.did);
   }
 
   #markAttempted(dids: readonly string[], at: string): void {

@@ -169,7 +169,7 @@ function buildDataSet(path: string): void {
     flush();
     // Likes on the viewers' posts, so every viewer has notifications.
     const byAuthor = db.prepare(
-      "SELECT uri FROM posts WHERE did = ? ORDER BY indexed_at DESC LIMIT 200",
+      "SELECT uri FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?) ORDER BY indexed_at DESC LIMIT 200",
     );
     for (let v = 0; v < VIEWERS; v++) {
       const uris = (byAuthor.all(userDid(viewerIndex(v))) as { uri: string }[]).map((r) => r.uri);
