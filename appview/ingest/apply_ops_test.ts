@@ -191,6 +191,40 @@ Deno.test("invalid ops are skipped and counted by reason while later good ops ap
   assert.equal(detail?.last_uri, post(ALICE, "bad"));
 });
 
+Deno.test("a like or repost of anything but a post URI with a DID is skipped as invalid", () => {
+  using ix = openTestIndex();
+  const ops: IndexOp[] = [
+    postOp(ALICE, "p1", "hello"),
+    likeOp(BOB, "l1", uriOf(ALICE, COLLECTION_LIKE, "x1")),
+    repostOp(BOB, "r1", "at://alice.test/app.social.feed.post/p1"),
+    likeOp(BOB, "l2", post(ALICE, "p1")),
+  ];
+  assert.deepEqual(ix.writer.applyOps(ops), { applied: 2, skipped: 2 });
+  assert.deepEqual(ix.rows("SELECT rkey, like_count, repost_count FROM posts"), [
+    { rkey: "p1", like_count: 1, repost_count: 0 },
+  ]);
+  assert.deepEqual(ix.rows("SELECT rkey FROM likes"), [{ rkey: "l2" }]);
+  assert.deepEqual(ix.rows("SELECT count(*) AS n FROM reposts"), [{ n: 0 }]);
+  assert.deepEqual(
+    ix.rows("SELECT reason, collection, count, last_detail FROM ingest_skips ORDER BY collection"),
+    [
+      {
+        reason: "invalid_record",
+        collection: COLLECTION_LIKE,
+        count: 1,
+        last_detail: `Subject is not a post URI with a DID: ${uriOf(ALICE, COLLECTION_LIKE, "x1")}`,
+      },
+      {
+        reason: "invalid_record",
+        collection: "app.social.feed.repost",
+        count: 1,
+        last_detail:
+          "Subject is not a post URI with a DID: at://alice.test/app.social.feed.post/p1",
+      },
+    ],
+  );
+});
+
 Deno.test("an op that throws is skipped alone; the rest of its batch still applies", () => {
   using ix = openTestIndex();
   const poison: RecordOp = postOp(ALICE, "poison", "boom", { embed: { $type: "x.y.z" } });
