@@ -103,6 +103,14 @@
 /** SQL condition true for rows whose `handle` is a placeholder (matches the partial index). */
 export const PLACEHOLDER_HANDLE_SQL = "handle GLOB 'did:*'";
 
+/**
+ * SQL scalar subquery for the interned id of the DID bound to `param` (`"?"`, `"?1"`, ...);
+ * NULL when the DID has none, which then matches no row.
+ */
+export function actorIdSql(param: string): string {
+  return `(SELECT id FROM actors WHERE did = ${param})`;
+}
+
 /** Version 1 of the schema. */
 export const SCHEMA_V1 = `
 CREATE TABLE posts (

@@ -196,7 +196,7 @@ export class IndexWriter {
     const counters = new ProfileCounters(db);
     const actors = new ActorIds(db);
     this.#actors = actors;
-    const notifier = new Notifier(db, actors);
+    const notifier = new Notifier(db);
     this.#indexers = new Map<string, CollectionIndexer>([
       [COLLECTION_POST, new PostIndexer(db, actors, counters, notifier)],
       [COLLECTION_LIKE, new InteractionIndexer(db, LIKE_KIND, actors, notifier)],

@@ -81,7 +81,9 @@ export class FollowIndexer implements CollectionIndexer {
     this.#notifier.notify({
       kind: "follow",
       recipientDid: subject,
+      recipientId: followed,
       authorDid: op.did,
+      authorId: follower,
       subject: null,
       recordUri: uri,
       createdAt,

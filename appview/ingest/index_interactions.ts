@@ -96,7 +96,9 @@ export class InteractionIndexer implements CollectionIndexer {
     this.#notifier.notify({
       kind: this.#kind.notification,
       recipientDid: post.did,
+      recipientId: author,
       authorDid: op.did,
+      authorId: actor,
       subject: { uri: subject.uri, rkey: post.rkey },
       recordUri: uri,
       createdAt,

@@ -111,7 +111,9 @@ export class PostIndexer implements CollectionIndexer {
       this.#notifier.notify({
         kind: "reply",
         recipientDid: recipient,
+        recipientId: this.#actors.idOf(recipient),
         authorDid: op.did,
+        authorId: author,
         subject: { uri, rkey: op.rkey },
         recordUri: uri,
         createdAt,

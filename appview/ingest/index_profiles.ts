@@ -13,7 +13,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { HandleOp } from "../../shared/ops.ts";
 import { PROFILE_RKEY } from "../../shared/nsid.ts";
-import { PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
+import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
 import { placeholderHandle } from "./handles.ts";
 import type { CollectionIndexer, PutInput, RemoveInput } from "./types.ts";
 
@@ -61,7 +61,7 @@ const UPSERT_PROFILE = `
 INSERT INTO profiles (did, handle, display_name, description, avatar_cid, banner_cid,
   has_record, updated_at)
 SELECT ?1, CASE WHEN h GLOB 'did:*' THEN NULL ELSE h END, ?2, ?3, ?4, ?5, 1, ?6
-FROM (SELECT (SELECT handle FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?1)
+FROM (SELECT (SELECT handle FROM posts WHERE author = ${actorIdSql("?1")}
   ORDER BY indexed_at DESC, uri DESC LIMIT 1) AS h)
 WHERE true
 ON CONFLICT (did) DO UPDATE SET
@@ -87,7 +87,7 @@ export class ProfileIndexer implements CollectionIndexer {
     // Posts indexed before the profile record get its avatar; never set to null (spec 2.1).
     this.#fillPostAvatars = db.prepare(
       `UPDATE posts SET avatar_cid = ?2
-       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND avatar_cid IS NOT ?2`,
+       WHERE author = ${actorIdSql("?1")} AND avatar_cid IS NOT ?2`,
     );
     this.#clear = db.prepare(
       `UPDATE profiles SET display_name = NULL, description = NULL, avatar_cid = NULL,
@@ -153,11 +153,11 @@ export class HandleIndexer {
     );
     this.#setPosts = db.prepare(
       `UPDATE posts SET handle = ?2, handle_attempted_at = NULL
-       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND handle <> ?2`,
+       WHERE author = ${actorIdSql("?1")} AND handle <> ?2`,
     );
     this.#resetPosts = db.prepare(
       `UPDATE posts SET handle = ?2
-       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND NOT (${PLACEHOLDER_HANDLE_SQL})`,
+       WHERE author = ${actorIdSql("?1")} AND NOT (${PLACEHOLDER_HANDLE_SQL})`,
     );
   }
 

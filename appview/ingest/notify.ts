@@ -16,7 +16,6 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import type { ActorIds } from "./actors.ts";
 
 /** Notification kinds the write path emits (spec 2.7). */
 export type NotificationKind = "like" | "repost" | "follow" | "reply";
@@ -36,7 +35,11 @@ WHERE ?1 <> ?3 AND (
 export interface NotificationInput {
   kind: NotificationKind;
   recipientDid: string;
+  /** Interned id of `recipientDid` (the caller resolved it for its own rows). */
+  recipientId: number;
   authorDid: string;
+  /** Interned id of `authorDid`. */
+  authorId: number;
   /**
    * The liked/reposted post (the recipient's), the reply itself (the author's), or null for a
    * follow. A post URI with a DID authority (the caller checked).
@@ -53,18 +56,14 @@ export interface NotificationInput {
 /** Emits notifications through one prepared statement. */
 export class Notifier {
   readonly #insert: StatementSync;
-  readonly #actors: ActorIds;
 
-  constructor(db: DatabaseSync, actors: ActorIds) {
+  constructor(db: DatabaseSync) {
     this.#insert = db.prepare(INSERT_NOTIFICATION);
-    this.#actors = actors;
   }
 
   /** Creates the notification when the rules allow it; returns whether a row was created. */
   notify(n: NotificationInput): boolean {
-    const recipient = this.#actors.idOf(n.recipientDid);
-    const author = this.#actors.idOf(n.authorDid);
-    const subject = n.subject;
+    const { recipientId: recipient, authorId: author, subject } = n;
     const result = this.#insert.run(
       recipient,
       n.kind,

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
 import type { ActorRow } from "./present.ts";
@@ -27,7 +28,7 @@ export class GraphView {
       db.prepare(
         `SELECT x.did, a.handle, a.display_name, a.avatar_cid, f.indexed_at, f.${other} AS actor
          FROM follows f JOIN actors x ON x.id = f.${other} LEFT JOIN profiles a ON a.did = x.did
-         WHERE f.${self} = (SELECT id FROM actors WHERE did = ?1)
+         WHERE f.${self} = ${actorIdSql("?1")}
            AND (f.indexed_at, f.${other}) < (?2, ?3)
          ORDER BY f.indexed_at DESC, f.${other} DESC LIMIT ?4`,
       );

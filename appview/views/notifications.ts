@@ -6,6 +6,7 @@
  * @module
  */
 
+import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
 import type { NotificationRow } from "./present.ts";
@@ -31,20 +32,20 @@ export class NotificationView {
        FROM notifications n
        LEFT JOIN profiles a ON a.did = n.author_did
        LEFT JOIN posts s ON s.author = n.subject_author AND s.rkey = n.subject_rkey
-       WHERE n.recipient = (SELECT id FROM actors WHERE did = ?1) AND (n.indexed_at, n.id) < (?2, ?3)
+       WHERE n.recipient = ${actorIdSql("?1")} AND (n.indexed_at, n.id) < (?2, ?3)
        ORDER BY n.indexed_at DESC, n.id DESC LIMIT ?4`,
     );
     this.#count = db.prepare(
       `SELECT count(*) AS n FROM notifications
-       WHERE recipient = (SELECT id FROM actors WHERE did = ?1) AND read_at IS NULL`,
+       WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL`,
     );
     this.#seenUpTo = db.prepare(
       `UPDATE notifications SET read_at = ?2
-       WHERE recipient = (SELECT id FROM actors WHERE did = ?1) AND read_at IS NULL AND indexed_at <= ?3`,
+       WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL AND indexed_at <= ?3`,
     );
     this.#seenAll = db.prepare(
       `UPDATE notifications SET read_at = ?2
-       WHERE recipient = (SELECT id FROM actors WHERE did = ?1) AND read_at IS NULL`,
+       WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL`,
     );
   }
 

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { postKeyOf } from "../ingest/actors.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
@@ -21,7 +22,7 @@ export class PostHydrator {
     );
     this.#byKey = db.prepare(
       `SELECT ${POST_COLUMNS} FROM posts
-       WHERE author = (SELECT id FROM actors WHERE did = ?) AND rkey = ?`,
+       WHERE author = ${actorIdSql("?")} AND rkey = ?`,
     );
   }
 

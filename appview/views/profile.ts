@@ -11,6 +11,7 @@
  * @module
  */
 
+import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { isPlaceholderHandle } from "../ingest/handles.ts";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
@@ -47,11 +48,11 @@ export class ProfileView {
          follower_count, following_count FROM profiles WHERE did = ?`,
     );
     this.#posts = db.prepare(
-      `SELECT ${POST_COLUMNS} FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?)
+      `SELECT ${POST_COLUMNS} FROM posts WHERE author = ${actorIdSql("?")}
        ORDER BY indexed_at DESC, uri DESC LIMIT ${PROFILE_POSTS}`,
     );
     this.#postCount = db.prepare(
-      "SELECT count(*) AS n FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?)",
+      `SELECT count(*) AS n FROM posts WHERE author = ${actorIdSql("?")}`,
     );
   }
 

@@ -4,13 +4,14 @@
  * @module
  */
 
+import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
 import { postKeyOf } from "../ingest/actors.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
 
-const ACTOR_1 = "(SELECT id FROM actors WHERE did = ?1)";
-const ACTOR_3 = "(SELECT id FROM actors WHERE did = ?3)";
+const ACTOR_1 = actorIdSql("?1");
+const ACTOR_3 = actorIdSql("?3");
 
 /** Spec 4.2 rule 5: ancestors loaded above the post. */
 export const MAX_THREAD_DEPTH = 20;

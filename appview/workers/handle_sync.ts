@@ -20,7 +20,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { Logger } from "../../shared/log.ts";
 import type { AppviewConfig } from "../config.ts";
 import { openIndexDb } from "../db/open.ts";
-import { PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
+import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";
 import { DidResolver, type HandleResolver, type ResolvedHandle } from "./did_resolver.ts";
 
@@ -97,7 +97,7 @@ export class HandleSync {
     this.#selectUpTo = select("author <= ?1");
     this.#markAttempt = db.prepare(
       `UPDATE posts SET handle_attempted_at = ?2
-       WHERE author = (SELECT id FROM actors WHERE did = ?1) AND ${PLACEHOLDER_HANDLE_SQL}`,
+       WHERE author = ${actorIdSql("?1")} AND ${PLACEHOLDER_HANDLE_SQL}`,
     );
   }
 

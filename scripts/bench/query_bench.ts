@@ -24,6 +24,7 @@
  * queries without the background ingest).
  */
 
+import { actorIdSql } from "../../appview/db/schema.ts";
 import { DatabaseSync } from "node:sqlite";
 import { silentLogger } from "../../shared/log.ts";
 import {
@@ -169,7 +170,7 @@ function buildDataSet(path: string): void {
     flush();
     // Likes on the viewers' posts, so every viewer has notifications.
     const byAuthor = db.prepare(
-      "SELECT uri FROM posts WHERE author = (SELECT id FROM actors WHERE did = ?) ORDER BY indexed_at DESC LIMIT 200",
+      `SELECT uri FROM posts WHERE author = ${actorIdSql("?")} ORDER BY indexed_at DESC LIMIT 200`,
     );
     for (let v = 0; v < VIEWERS; v++) {
       const uris = (byAuthor.all(userDid(viewerIndex(v))) as { uri: string }[]).map((r) => r.uri);
