@@ -214,6 +214,24 @@ CREATE INDEX notifications_unread
   ON notifications (recipient, indexed_at) WHERE read_at IS NULL;
 `;
 
+/**
+ * Version 6, fewer and cheaper index writes per ingested op (`deno task bench ingest`):
+ * - `posts_by_time` is ascending. New posts carry the newest `indexed_at`, so an ascending index
+ *   appends at its right edge, where SQLite packs pages full; the descending one inserted at its
+ *   left edge and split half-full pages. Reads walk it backwards: the same order, no sort.
+ * - `notifications_unread` is folded into `notifications_by_recipient`, which now ends with
+ *   `read_at`: every notification starts unread, so the partial index took an entry in a second
+ *   randomly keyed B-tree per notification. The unread count and `seen` read the recipient's
+ *   range of the one index (covering for both filters).
+ */
+const FEWER_INDEX_WRITES_V6 = `
+DROP INDEX posts_by_time;
+CREATE INDEX posts_by_time ON posts (indexed_at, uri, author);
+DROP INDEX notifications_unread;
+DROP INDEX notifications_by_recipient;
+CREATE INDEX notifications_by_recipient ON notifications (recipient, indexed_at, id, read_at);
+`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
@@ -221,6 +239,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 3, name: "latest applied rev per repository", sql: REPO_REVS_V3 },
   { version: 4, name: "drop the unused root-post index", sql: DROP_ROOT_INDEX_V4 },
   { version: 5, name: "interned DIDs in the hot indexes", sql: INTERNED_ACTORS_V5 },
+  { version: 6, name: "fewer index writes per op", sql: FEWER_INDEX_WRITES_V6 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { makeTempDir } from "../../tests/_util.ts";
+import { NotificationView } from "../views/notifications.ts";
 import { MIGRATIONS, runMigrations, schemaVersion } from "./migrations.ts";
 import { BUSY_TIMEOUT_MS, openIndexDb, WAL_AUTOCHECKPOINT_PAGES } from "./open.ts";
 import {
@@ -186,7 +187,7 @@ Deno.test("migration 5 interns the DIDs of a version 4 database and keeps every 
         ('${A}', 'reply', '${C}', '${post(C, "rr")}', '${post(C, "rr")}', 't0', 't2', NULL),
         ('${A}', 'follow', '${B}', NULL, 'at://${B}/app.social.graph.follow/f1', 't0', 't3', NULL);
     `);
-    assert.deepEqual(runMigrations(db), [5]);
+    assert.deepEqual(runMigrations(db, { migrations: MIGRATIONS.slice(0, 5) }), [5]);
     const all = (sql: string) => db.prepare(sql).all().map((r) => ({ ...r }));
     assert.deepEqual(all("SELECT id, did FROM actors ORDER BY id"), [
       { id: 1, did: A },
@@ -263,6 +264,67 @@ Deno.test("migration 5 interns the DIDs of a version 4 database and keeps every 
       "posts_unknown_handle",
       "profiles_by_handle",
       "reposts_by_subject",
+    ]);
+  } finally {
+    db.close();
+  }
+});
+
+/** Name, columns and sort direction (1 = DESC) of each index of `table`, by name. */
+function indexShapes(db: DatabaseSync, table: string): Record<string, string[]> {
+  const names = db.prepare(
+    `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name NOT LIKE 'sqlite_%'
+     ORDER BY name`,
+  ).all(table) as { name: string }[];
+  return Object.fromEntries(names.map(({ name }) => {
+    const cols = db.prepare(`PRAGMA index_xinfo(${name})`).all() as {
+      name: string | null;
+      desc: number;
+      key: number;
+    }[];
+    return [
+      name,
+      cols.filter((c) => c.key === 1).map((c) => `${c.name ?? "<expr>"}${c.desc ? " DESC" : ""}`),
+    ];
+  }));
+}
+
+Deno.test("migration 6 makes posts_by_time ascending and folds the unread index into the recipient index", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    runMigrations(db, { migrations: MIGRATIONS.slice(0, 5) });
+    const [A, B] = ["did:plc:aaa", "did:plc:bbb"];
+    db.exec(`
+      INSERT INTO actors (id, did) VALUES (1, '${A}'), (2, '${B}');
+      INSERT INTO posts (author, rkey, uri, did, handle, collection, text, cid, created_at,
+        indexed_at) VALUES (1, 'p1', 'at://${A}/app.social.feed.post/p1', '${A}', 'a.test',
+        'app.social.feed.post', 'hi', 'c1', 't0', '2026-01-01T00:00:01.000Z');
+      INSERT INTO notifications (recipient, kind, author, author_did, subject_uri, subject_author,
+        subject_rkey, record_uri, created_at, indexed_at, read_at) VALUES
+        (1, 'like', 2, '${B}', 'at://${A}/app.social.feed.post/p1', 1, 'p1', 'l1', 't0',
+          '2026-01-01T00:00:01.000Z', '2026-01-01T00:00:09.000Z'),
+        (1, 'follow', 2, '${B}', NULL, NULL, NULL, 'f1', 't0', '2026-01-01T00:00:02.000Z', NULL),
+        (1, 'repost', 2, '${B}', 'at://${A}/app.social.feed.post/p1', 1, 'p1', 'r1', 't0',
+          '2026-01-01T00:00:03.000Z', NULL);
+    `);
+    assert.deepEqual(runMigrations(db), [6]);
+    assert.equal(schemaVersion(db), 6);
+    const shapes = indexShapes(db, "posts");
+    assert.deepEqual(shapes.posts_by_time, ["indexed_at", "uri", "author"]);
+    assert.deepEqual(indexShapes(db, "notifications"), {
+      notifications_by_recipient: ["recipient", "indexed_at", "id", "read_at"],
+      notifications_dedupe: ["recipient", "kind", "author", "<expr>"],
+    });
+    // Rows are untouched; the unread count and `seen` still see exactly the unread ones.
+    assert.equal(db.prepare("SELECT count(*) AS n FROM posts").get()!.n, 1);
+    const view = new NotificationView(db);
+    assert.equal(view.unreadCount(A), 2);
+    assert.equal(view.markSeen(A, "2026-01-01T00:00:02.000Z", "2026-01-02T00:00:00.000Z"), 1);
+    assert.equal(view.unreadCount(A), 1);
+    assert.deepEqual(view.list(A, { limit: 10, cursor: null }).rows.map((r) => [r.id, r.read_at]), [
+      [3, null],
+      [2, "2026-01-02T00:00:00.000Z"],
+      [1, "2026-01-01T00:00:09.000Z"],
     ]);
   } finally {
     db.close();

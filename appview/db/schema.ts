@@ -1,7 +1,7 @@
 /**
  * Schema of the index database (SQLite via `node:sqlite`): version 1 is the SQL below; later
  * versions are the migrations in `migrations.ts` (never edits of this text once released). This
- * comment describes the current version (5).
+ * comment describes the current version (6).
  *
  * Conventions
  * - Timestamps are ISO 8601 strings from `Date.prototype.toISOString()` (fixed width, UTC), so
@@ -31,8 +31,9 @@
  *   denormalised counters), avatar_cid (author avatar from the profile cache; never reset to
  *   null by re-indexing), indexed_at (first insert only; updates keep it, so paging is stable),
  *   handle_attempted_at (last handle-resolution attempt; null when none or after success).
- *   Indexes: (author, rkey) unique; (indexed_at DESC, uri DESC, author) global timeline,
- *   covering the followee filter of the timeline scan; (author, indexed_at DESC, uri DESC) per
+ *   Indexes: (author, rkey) unique; (indexed_at, uri, author) global timeline (read
+ *   backwards; ascending since version 6, so new posts append at its right edge), covering the
+ *   followee filter of the timeline scan; (author, indexed_at DESC, uri DESC) per
  *   author; (parent_uri, indexed_at, uri) (partial, replies only; replies read in order without a
  *   sort); (author, handle_attempted_at) partial over placeholder handles for handle sync
  *   (`WHERE handle GLOB 'did:*'`). Version 5 replaced the did/uri keys by author ids. Version 1 created posts_by_time and posts_by_parent without
@@ -72,9 +73,9 @@
  *   subject is the recipient's post, a reply's the author's, so the rkey names it): INSERT OR
  *   IGNORE, so unlike + relike (or unfollow + refollow) gives no second row. Deleting the like,
  *   repost, follow or reply keeps the notification (it happened; and the unique rule needs the
- *   row to deduplicate a later relike). Indexes (recipient, indexed_at DESC, id DESC) for
- *   the list and a partial (recipient, indexed_at) `WHERE read_at IS NULL` for the unread
- *   count and `seen`.
+ *   row to deduplicate a later relike). Index (recipient, indexed_at, id, read_at) for
+ *   the list (read backwards), the unread count and `seen` (version 6 folded the partial
+ *   unread index into it: one randomly keyed index write per notification instead of two).
  *
  * repo_revs (migration 3): did PK, rev (TID of the latest commit of that repository whose ops
  *   were applied; WITHOUT ROWID). TIDs sort as strings. Gates ingest per commit

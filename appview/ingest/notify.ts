@@ -27,8 +27,8 @@ INSERT OR IGNORE INTO notifications (recipient, kind, author, author_did, subjec
   subject_author, subject_rkey, record_uri, created_at, indexed_at)
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
 WHERE ?1 <> ?3 AND (
-  EXISTS (SELECT 1 FROM posts WHERE author = ?1)
-  OR EXISTS (SELECT 1 FROM profiles WHERE did = ?11)
+  EXISTS (SELECT 1 FROM profiles WHERE did = ?11)
+  OR EXISTS (SELECT 1 FROM posts WHERE author = ?1)
 )`;
 
 /** One notification to emit. */
