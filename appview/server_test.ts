@@ -6,7 +6,8 @@ import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_LOCAL, CONSUMER_PUBLIC, readConsumerStatus } from "./db/state.ts";
 import { didOf, postOp, uriOf } from "./ingest/_fixtures.ts";
 import { captureLogger, makeCommit, startFakeRepoStream } from "./ingest/_stream_testing.ts";
-import { startAppview } from "./server.ts";
+import { IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES, startAppview } from "./server.ts";
+import { WAL_AUTOCHECKPOINT_PAGES } from "./db/open.ts";
 import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts";
 
 const ALICE = didOf("alice");
@@ -61,6 +62,11 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
     assert.equal(post.post?.text, "pushed");
     assert.equal(lines.filter((l) => l.msg === WARN_CORS_UNSET).length, 1);
     assert.equal(lines.filter((l) => l.msg === WARN_INGEST_SECRET_UNSET).length, 0);
+    // Consumers beside the HTTP API: shorter checkpoints on the shared connection.
+    assert.deepEqual(
+      { ...appview.ctx.db.prepare("PRAGMA wal_autocheckpoint").get() },
+      { wal_autocheckpoint: IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES },
+    );
   } finally {
     await appview.close();
   }
@@ -103,6 +109,10 @@ Deno.test("startAppview with HTTP off serves nothing and returns a null url", as
   });
   assert.equal(appview.url, null);
   assert.equal(appview.localConsumer, null);
+  assert.deepEqual(
+    { ...appview.ctx.db.prepare("PRAGMA wal_autocheckpoint").get() },
+    { wal_autocheckpoint: WAL_AUTOCHECKPOINT_PAGES },
+  );
 });
 
 Deno.test("startAppview on a port already in use fails naming APPVIEW_PORT and the address", async () => {

@@ -58,6 +58,9 @@ export class OffThreadParser {
   #firstValidId = 0;
   /** Batches sent and not answered. */
   #inFlight = 0;
+  /** Messages in the batches sent and not answered, by batch id. */
+  readonly #inFlightMessages = new Map<number, number>();
+  #inFlightMessageCount = 0;
   #idleWaiters: (() => void)[] = [];
 
   constructor(opts: {
@@ -70,6 +73,11 @@ export class OffThreadParser {
     this.#deliver = opts.deliver;
     this.#onFailure = opts.onFailure;
     this.#log = opts.log;
+  }
+
+  /** Messages pushed whose results are still to be delivered (queued or in the worker). */
+  get pending(): number {
+    return this.#batch.length + this.#inFlightMessageCount;
   }
 
   /** True while messages go to the worker (started, ready and not failed). */
@@ -114,6 +122,8 @@ export class OffThreadParser {
   reset(): void {
     this.#batch = [];
     this.#firstValidId = this.#nextId;
+    this.#inFlightMessages.clear();
+    this.#inFlightMessageCount = 0;
   }
 
   /**
@@ -138,6 +148,8 @@ export class OffThreadParser {
     this.#flushTimer = null;
     this.#batch = [];
     this.#firstValidId = this.#nextId;
+    this.#inFlightMessages.clear();
+    this.#inFlightMessageCount = 0;
     this.#worker?.terminate();
     this.#worker = null;
     this.#wakeIdle();
@@ -152,6 +164,8 @@ export class OffThreadParser {
     const request: ParseRequest = { id: this.#nextId++, frames, options: this.#parser.options };
     const transfer = frames.filter((f): f is ArrayBuffer => f instanceof ArrayBuffer);
     this.#inFlight++;
+    this.#inFlightMessages.set(request.id, frames.length);
+    this.#inFlightMessageCount += frames.length;
     this.#worker!.postMessage(request, transfer);
   }
 
@@ -163,6 +177,11 @@ export class OffThreadParser {
 
   #onResult(result: ParseResult): void {
     this.#inFlight--;
+    const messages = this.#inFlightMessages.get(result.id);
+    if (messages !== undefined) {
+      this.#inFlightMessages.delete(result.id);
+      this.#inFlightMessageCount -= messages;
+    }
     if (result.id >= this.#firstValidId && this.active) this.#deliver(result.parsed);
     if (this.#inFlight === 0) this.#wakeIdle();
   }
@@ -181,6 +200,8 @@ export class OffThreadParser {
     this.#worker = null;
     this.#batch = [];
     this.#inFlight = 0;
+    this.#inFlightMessages.clear();
+    this.#inFlightMessageCount = 0;
     this.#wakeIdle();
     if (lost) this.#onFailure(reason);
   }

@@ -6,6 +6,14 @@
  * ops), and publishes its state in `consumer_status` for `/healthz` (also when the consumer runs
  * in its own process).
  *
+ * A backlog is applied one transaction per event-loop turn, so the HTTP API sharing the process
+ * keeps answering while the index catches up (between transactions, not for the whole backlog).
+ * Flow control: when more than {@link StreamConsumerOptions.maxQueuedMessages} received messages
+ * wait to be applied, the consumer closes the connection (the stream cannot be paused otherwise:
+ * a WebSocket keeps delivering while the event loop runs), applies what it holds, and reconnects
+ * from its cursor, without backoff. Memory stays bounded and nothing is skipped: the stream
+ * replays from the cursor.
+ *
  * The protocol (frame decoding, cursor rules, URL) is a {@link StreamProtocol}: see
  * `local_stream.ts` and `jetstream.ts`.
  *
@@ -40,6 +48,11 @@ export const STABLE_CONNECTION_MS = 10_000;
 export const MAX_BATCH_MESSAGES = 20_000;
 /** Ops after which a batch is applied even if more messages are queued. */
 export const MAX_BATCH_OPS = 20_000;
+/**
+ * Default of {@link StreamConsumerOptions.maxQueuedMessages}: about one second of catch-up, a few
+ * tens of MB of decoded messages.
+ */
+export const MAX_QUEUED_MESSAGES = 20_000;
 /** How long `close()` waits for the socket's close handshake. */
 const CLOSE_TIMEOUT_MS = 2_000;
 
@@ -122,6 +135,16 @@ export interface StreamConsumerOptions {
    * decodes on the main thread, as when the worker cannot start.
    */
   parseInWorker?: boolean;
+  /**
+   * Most ops per transaction (default {@link MAX_BATCH_OPS}). The event loop is blocked for one
+   * transaction at a time: a process that also serves HTTP takes smaller ones (`server.ts`).
+   */
+  maxBatchOps?: number;
+  /**
+   * Received messages waiting to be applied (queued or in the parse worker) above which the
+   * connection is closed until they are applied (default {@link MAX_QUEUED_MESSAGES}).
+   */
+  maxQueuedMessages?: number;
 }
 
 /** One `applyOps` call's worth of decoded messages ({@link foldMessages}). */
@@ -139,8 +162,8 @@ export interface FoldedMessages {
 
 /**
  * Folds queued messages from `start` into the input of one `applyOps` call, as a consumer drains
- * its queue: at most {@link MAX_BATCH_MESSAGES} messages, stopping once {@link MAX_BATCH_OPS} ops
- * are reached; each message decoded with the cursor of the messages before it; dropped ones
+ * its queue: at most {@link MAX_BATCH_MESSAGES} messages, stopping once `maxOps` ops (default
+ * {@link MAX_BATCH_OPS}) are reached; each message decoded with the cursor of the messages before it; dropped ones
  * (`decode` returns null) skipped.
  */
 export function foldMessages<T>(
@@ -148,13 +171,14 @@ export function foldMessages<T>(
   start: number,
   cursor: number | null,
   decode: (message: T, cursor: number | null) => DecodedMessage | null,
+  maxOps: number = MAX_BATCH_OPS,
 ): FoldedMessages {
   const ops: IndexOp[] = [];
   const commits: CommitSpan[] = [];
   let moved = false;
   let i = start;
   const end = Math.min(messages.length, start + MAX_BATCH_MESSAGES);
-  for (; i < end && ops.length < MAX_BATCH_OPS; i++) {
+  for (; i < end && ops.length < maxOps; i++) {
     const decoded = decode(messages[i], cursor);
     if (decoded === null) continue;
     const first = ops.length;
@@ -186,6 +210,8 @@ export class StreamConsumer implements AsyncDisposable {
   readonly #log: Logger;
   readonly #backoff: BackoffOptions;
   readonly #random: () => number;
+  readonly #maxBatchOps: number;
+  readonly #maxQueued: number;
   readonly #control: StreamControl;
   #state: ConsumerState = "connecting";
   #cursor: number | null = null;
@@ -195,7 +221,11 @@ export class StreamConsumer implements AsyncDisposable {
   #socketClosed: Promise<void> = Promise.resolve();
   #openedAt = 0;
   #attempt = 0;
+  /** Received messages; those before {@link #queueHead} are applied. */
   #queue: QueuedMessage[] = [];
+  #queueHead = 0;
+  /** The connection was closed for flow control: reconnect once the queue is applied. */
+  #paused = false;
   readonly #parser: OffThreadParser | null;
   #drainTimer: ReturnType<typeof setTimeout> | null = null;
   #reconnectTimer: ReturnType<typeof setTimeout> | null = null;
@@ -211,6 +241,12 @@ export class StreamConsumer implements AsyncDisposable {
     this.#log = ctx.log.child(`consumer.${protocol.consumer}`);
     this.#backoff = opts.backoff ?? DEFAULT_BACKOFF;
     this.#random = opts.random ?? Math.random;
+    this.#maxBatchOps = positiveOption("maxBatchOps", opts.maxBatchOps, MAX_BATCH_OPS);
+    this.#maxQueued = positiveOption(
+      "maxQueuedMessages",
+      opts.maxQueuedMessages,
+      MAX_QUEUED_MESSAGES,
+    );
     this.#control = {
       log: this.#log,
       fail: (reason) => {
@@ -228,7 +264,7 @@ export class StreamConsumer implements AsyncDisposable {
         log: this.#log,
         deliver: (parsed) => {
           for (const p of parsed) this.#queue.push({ parsed: p });
-          this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
+          this.#scheduleDrain();
         },
         onFailure: (reason) => {
           // What was in flight is gone: resume from the stored cursor, decoding inline.
@@ -295,7 +331,9 @@ export class StreamConsumer implements AsyncDisposable {
     // Apply what was received: let the worker answer for the messages it holds.
     await this.#parser?.settle(CLOSE_TIMEOUT_MS);
     this.#parser?.close();
-    this.#drain();
+    if (this.#drainTimer !== null) clearTimeout(this.#drainTimer);
+    this.#drainTimer = null;
+    this.#drainAll();
     if (this.#started) this.#setState("disabled");
     this.#log.info("Consumer stopped", { cursor: this.#cursor });
   }
@@ -325,13 +363,14 @@ export class StreamConsumer implements AsyncDisposable {
       this.#setState("live");
     };
     socket.onmessage = (event: MessageEvent) => {
-      if (this.#socket !== socket) return;
-      if (this.#parser?.active) {
-        this.#parser.push(event.data);
-        return;
+      // Once paused, what still arrives is dropped: the stream replays it from the cursor.
+      if (this.#socket !== socket || this.#paused) return;
+      if (this.#parser?.active) this.#parser.push(event.data);
+      else {
+        this.#queue.push({ raw: event.data });
+        this.#scheduleDrain();
       }
-      this.#queue.push({ raw: event.data });
-      this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
+      if (!this.#paused && this.#waiting() > this.#maxQueued) this.#pause(socket);
     };
     socket.onerror = (event: Event) => {
       const message = (event as ErrorEvent).message || "WebSocket error";
@@ -341,11 +380,16 @@ export class StreamConsumer implements AsyncDisposable {
       resolveClosed();
       if (this.#socket !== socket) return;
       this.#socket = null;
-      this.#drain();
-      if (this.#closing !== null) return;
       const wasOpen = this.#openedAt > 0;
       if (wasOpen && performance.now() - this.#openedAt >= STABLE_CONNECTION_MS) this.#attempt = 0;
       this.#openedAt = 0;
+      if (this.#paused && this.#closing === null) {
+        // Flow control: reconnect (from the cursor) once what was received is applied.
+        this.#scheduleDrain();
+        return;
+      }
+      this.#drainAll();
+      if (this.#closing !== null) return;
       this.#log.warn("Stream connection closed", {
         url,
         code: event.code,
@@ -359,9 +403,17 @@ export class StreamConsumer implements AsyncDisposable {
 
   #dropConnection(): void {
     this.#queue = [];
+    this.#queueHead = 0;
     this.#parser?.reset();
     const socket = this.#socket;
-    if (socket === null) return;
+    if (socket === null) {
+      // Paused and already closed: nothing else will reconnect.
+      if (this.#paused) {
+        this.#paused = false;
+        this.#scheduleReconnect();
+      }
+      return;
+    }
     try {
       socket.close(1000);
     } catch { /* already closing */ }
@@ -375,39 +427,95 @@ export class StreamConsumer implements AsyncDisposable {
     this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
   }
 
-  /** Applies every queued message, in batches, each batch with its cursor in one transaction. */
+  /** Received messages not applied yet: queued here or still in the parse worker. */
+  #waiting(): number {
+    return this.#queue.length - this.#queueHead + (this.#parser?.pending ?? 0);
+  }
+
+  #scheduleDrain(): void {
+    this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
+  }
+
+  /** Flow control: closes `socket` until what was received is applied (module comment). */
+  #pause(socket: WebSocket): void {
+    this.#paused = true;
+    this.#log.info("Pausing the stream until the index applies what it received", {
+      waiting: this.#waiting(),
+      cursor: this.#cursor,
+    });
+    try {
+      socket.close(1000, "consumer catching up");
+    } catch { /* already closing */ }
+  }
+
+  /**
+   * Applies one transaction's worth of queued messages; when more are queued, runs again in a
+   * later event-loop turn, so other work (HTTP requests) runs between transactions.
+   */
   #drain(): void {
     if (this.#drainTimer !== null) clearTimeout(this.#drainTimer);
     this.#drainTimer = null;
-    const queue = this.#queue;
-    this.#queue = [];
-    let i = 0;
-    while (i < queue.length) {
-      const { ops, commits, cursor, next, moved } = foldMessages(
-        queue,
-        i,
-        this.#cursor,
-        (message, at) => this.#decode(message, at),
-      );
-      i = next;
-      if (!moved || cursor === null) continue;
-      try {
-        this.#ctx.writer.applyOps(ops, {
-          cursor: { name: this.#protocol.cursorName, value: cursor },
-          commits,
-        });
-      } catch (e) {
-        // Nothing of the batch was committed: reconnect and replay from the stored cursor.
-        this.#lastError = `Index write failed: ${messageOf(e)}`;
-        this.#log.error("Index write failed; reconnecting from the stored cursor", { error: e });
-        this.#dropConnection();
-        return;
-      }
-      this.#cursor = cursor;
-      this.#lastEventAt = this.#ctx.now().toISOString();
-      this.#statusDirty = true;
+    if (!this.#drainOnce()) return;
+    if (this.#queueHead < this.#queue.length) {
+      this.#scheduleDrain();
+      return;
     }
     this.#writeStatus(false);
+    if (
+      this.#paused && this.#socket === null && this.#closing === null &&
+      (this.#parser?.pending ?? 0) === 0
+    ) {
+      this.#paused = false;
+      this.#log.info("Resuming the stream", { cursor: this.#cursor });
+      this.#connect();
+    }
+  }
+
+  /** Applies every queued message now, in batches (the connection is gone or closing). */
+  #drainAll(): void {
+    while (this.#queueHead < this.#queue.length && this.#drainOnce());
+    this.#writeStatus(false);
+  }
+
+  /**
+   * Folds queued messages into one batch and applies it with its cursor in one transaction.
+   * Returns false when the write failed (the connection was dropped to replay from the cursor).
+   */
+  #drainOnce(): boolean {
+    const queue = this.#queue;
+    if (this.#queueHead >= queue.length) return true;
+    const { ops, commits, cursor, next, moved } = foldMessages(
+      queue,
+      this.#queueHead,
+      this.#cursor,
+      (message, at) => this.#decode(message, at),
+      this.#maxBatchOps,
+    );
+    // A decode may drop the connection, which empties the queue: keep the fresh one.
+    if (this.#queue === queue) {
+      this.#queueHead = next;
+      if (next >= queue.length) {
+        this.#queue = [];
+        this.#queueHead = 0;
+      }
+    }
+    if (!moved || cursor === null) return true;
+    try {
+      this.#ctx.writer.applyOps(ops, {
+        cursor: { name: this.#protocol.cursorName, value: cursor },
+        commits,
+      });
+    } catch (e) {
+      // Nothing of the batch was committed: reconnect and replay from the stored cursor.
+      this.#lastError = `Index write failed: ${messageOf(e)}`;
+      this.#log.error("Index write failed; reconnecting from the stored cursor", { error: e });
+      this.#dropConnection();
+      return false;
+    }
+    this.#cursor = cursor;
+    this.#lastEventAt = this.#ctx.now().toISOString();
+    this.#statusDirty = true;
+    return true;
   }
 
   #decode(message: QueuedMessage, cursor: number | null): DecodedMessage | null {
@@ -453,6 +561,14 @@ export class StreamConsumer implements AsyncDisposable {
       this.#log.warn("Cannot write consumer status", { error: e });
     }
   }
+}
+
+function positiveOption(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  }
+  return value;
 }
 
 /** The message of an error value. */

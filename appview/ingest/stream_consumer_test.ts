@@ -1,0 +1,129 @@
+/**
+ * The shared stream consumer's draining and flow control (spec 6.2; issue 6: every part runs
+ * inside the index process too, so a backlog must not hold the HTTP API for its whole length):
+ * one transaction per event-loop turn, and a connection closed while too much waits to be
+ * applied, then resumed from the cursor with nothing lost or applied twice.
+ */
+
+import assert from "node:assert/strict";
+import { waitFor } from "../../tests/_util.ts";
+import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, readConsumerStatus, readCursor } from "../db/state.ts";
+import { didOf, postOp } from "./_fixtures.ts";
+import {
+  captureLogger,
+  makeCommit,
+  openTestContext,
+  startFakeRepoStream,
+} from "./_stream_testing.ts";
+import { createLocalStreamConsumer } from "./local_stream.ts";
+import type { IndexWriter } from "./apply_ops.ts";
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
+const FRAMES = 300;
+
+function postCommit(seq: number) {
+  const did = seq % 2 ? BOB : ALICE;
+  return makeCommit(seq, [postOp(did, `3kaaaaaaa${String(seq).padStart(4, "a")}`, `post ${seq}`)]);
+}
+
+function count(db: { prepare(sql: string): { get(): unknown } }, sql: string): number {
+  return (db.prepare(sql).get() as { n: number }).n;
+}
+
+/**
+ * Wraps `writer.applyOps` to record, for each call, whether a macrotask scheduled by the
+ * previous call ran before it (a `setTimeout(0)` queued inside the previous call).
+ */
+function watchTurns(writer: IndexWriter): { calls: number; yieldedBefore: boolean[] } {
+  const seen = { calls: 0, yieldedBefore: [] as boolean[] };
+  let ticked = true;
+  const apply = writer.applyOps.bind(writer);
+  writer.applyOps = (ops, opts) => {
+    seen.yieldedBefore.push(ticked);
+    seen.calls++;
+    ticked = false;
+    setTimeout(() => ticked = true, 0);
+    return apply(ops, opts);
+  };
+  return seen;
+}
+
+Deno.test("a queued backlog is applied one transaction per event-loop turn (maxBatchOps)", async () => {
+  await using stream = startFakeRepoStream();
+  using ctx = openTestContext();
+  for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
+  const turns = watchTurns(ctx.writer);
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: stream.url,
+    ...FAST,
+    maxBatchOps: 10,
+  });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === FRAMES);
+  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
+  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), FRAMES);
+  // At most 10 ops per transaction: at least 30 of them, and never two in one turn.
+  assert.ok(turns.calls >= FRAMES / 10, `${turns.calls} transactions for ${FRAMES} ops`);
+  assert.deepEqual(
+    turns.yieldedBefore.flatMap((yielded, i) => yielded ? [] : [i]),
+    [],
+    "transactions that ran in the same event-loop turn as the one before",
+  );
+  assert.deepEqual(stream.cursors, ["0"]);
+});
+
+Deno.test("too many waiting messages close the stream until they are applied; it resumes from the cursor", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: stream.url,
+    ...FAST,
+    maxBatchOps: 20,
+    maxQueuedMessages: 50,
+  });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === FRAMES);
+  // Every post once: nothing skipped at a pause, nothing applied twice after a resume.
+  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
+  assert.equal(count(ctx.db, "SELECT count(DISTINCT uri) AS n FROM posts"), FRAMES);
+  assert.deepEqual(
+    ctx.db.prepare("SELECT did, post_count FROM profiles ORDER BY did").all()
+      .map((r) => [r.did, r.post_count]),
+    [[ALICE, FRAMES / 2], [BOB, FRAMES / 2]].sort(),
+    "post counters count each post once",
+  );
+  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), FRAMES);
+  // Paused at least once; each reconnect asks for what follows the last applied seq.
+  const cursors = stream.cursors.map(Number);
+  assert.ok(cursors.length >= 2, `connections: ${JSON.stringify(stream.cursors)}`);
+  assert.equal(cursors[0], 0);
+  for (let i = 1; i < cursors.length; i++) {
+    assert.ok(cursors[i] > cursors[i - 1] && cursors[i] < FRAMES, `cursors ${cursors}`);
+  }
+  const pauses = lines.filter((l) =>
+    l.msg === "Pausing the stream until the index applies what it received"
+  );
+  const resumes = lines.filter((l) => l.msg === "Resuming the stream");
+  assert.equal(pauses.length, cursors.length - 1);
+  assert.deepEqual(resumes.map((l) => l.cursor), cursors.slice(1));
+  // A pause is not a failure: no backoff, no error for /healthz.
+  assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
+  assert.equal(consumer.status().lastError, null);
+  await waitFor(() => readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state === "live");
+});
+
+Deno.test("consumer options reject a batch or queue bound that is not a positive integer", () => {
+  using ctx = openTestContext();
+  assert.throws(
+    () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", maxBatchOps: 0 }),
+    { name: "RangeError", message: "maxBatchOps must be a positive integer, got 0" },
+  );
+  assert.throws(
+    () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", maxQueuedMessages: 2.5 }),
+    { name: "RangeError", message: "maxQueuedMessages must be a positive integer, got 2.5" },
+  );
+});
