@@ -163,8 +163,8 @@ export interface FoldedMessages {
 /**
  * Folds queued messages from `start` into the input of one `applyOps` call, as a consumer drains
  * its queue: at most {@link MAX_BATCH_MESSAGES} messages, stopping once `maxOps` ops (default
- * {@link MAX_BATCH_OPS}) are reached; each message decoded with the cursor of the messages before it; dropped ones
- * (`decode` returns null) skipped.
+ * {@link MAX_BATCH_OPS}) are reached; each message decoded with the cursor of the messages before
+ * it; dropped ones (`decode` returns null) skipped.
  */
 export function foldMessages<T>(
   messages: readonly T[],
@@ -446,6 +446,17 @@ export class StreamConsumer implements AsyncDisposable {
     try {
       socket.close(1000, "consumer catching up");
     } catch { /* already closing */ }
+    // A server that never completes the close handshake must not stall the consumer.
+    const timer = setTimeout(() => {
+      if (this.#socket !== socket || this.#closing !== null) return;
+      this.#log.warn("Stream did not close in time; abandoning the connection", {
+        timeoutMs: CLOSE_TIMEOUT_MS,
+      });
+      this.#socket = null;
+      this.#openedAt = 0;
+      this.#scheduleDrain();
+    }, CLOSE_TIMEOUT_MS);
+    this.#socketClosed.then(() => clearTimeout(timer));
   }
 
   /**
