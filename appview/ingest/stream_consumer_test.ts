@@ -127,3 +127,122 @@ Deno.test("consumer options reject a batch or queue bound that is not a positive
     { name: "RangeError", message: "maxQueuedMessages must be a positive integer, got 2.5" },
   );
 });
+
+/**
+ * A `subscribeRepos` server speaking WebSocket by hand over TCP: on each connection it sends the
+ * stored frames after the client's cursor. On its first connection it never answers the client's
+ * close frame (as a hung or broken server would; Deno's client then never reports the socket
+ * closed); later connections answer it and hang up.
+ */
+function startDeafRepoStream(frames: Uint8Array[]) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns = new Set<Deno.Conn>();
+  const cursors: string[] = [];
+  const serving = (async () => {
+    for await (const conn of listener) {
+      conns.add(conn);
+      const deaf = cursors.length === 0;
+      void serveDeaf(conn, frames, cursors, deaf).catch(() => {}).finally(() => conns.delete(conn));
+    }
+  })();
+  return {
+    url: `ws://127.0.0.1:${listener.addr.port}/xrpc/com.atproto.sync.subscribeRepos`,
+    cursors,
+    async close() {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      await serving.catch(() => {});
+    },
+  };
+}
+
+async function serveDeaf(
+  conn: Deno.Conn,
+  frames: Uint8Array[],
+  cursors: string[],
+  deaf: boolean,
+) {
+  const buf = new Uint8Array(64 * 1024);
+  let head = "";
+  while (!head.includes("\r\n\r\n")) {
+    const n = await conn.read(buf);
+    if (n === null) return;
+    head += new TextDecoder().decode(buf.subarray(0, n));
+  }
+  const cursor = new URL(head.split(" ")[1], "http://x").searchParams.get("cursor") ?? "0";
+  cursors.push(cursor);
+  const key = /sec-websocket-key:\s*(\S+)/i.exec(head)![1];
+  const digest = await crypto.subtle.digest(
+    "SHA-1",
+    new TextEncoder().encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"),
+  );
+  const accept = btoa(String.fromCharCode(...new Uint8Array(digest)));
+  await writeAll(
+    conn,
+    new TextEncoder().encode(
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+        `Sec-WebSocket-Accept: ${accept}\r\n\r\n`,
+    ),
+  );
+  for (const frame of frames.slice(Number(cursor))) {
+    // An unmasked binary frame (server to client), length in 7 or 16 bits.
+    const header = frame.length < 126
+      ? [0x82, frame.length]
+      : [0x82, 126, frame.length >> 8, frame.length & 0xff];
+    await writeAll(conn, new Uint8Array([...header, ...frame]));
+  }
+  for (;;) {
+    const n = await conn.read(buf);
+    if (n === null) return;
+    // The client only ever sends its close frame (opcode 8).
+    if (!deaf && (buf[0] & 0x0f) === 8) {
+      await writeAll(conn, new Uint8Array([0x88, 0]));
+      conn.close();
+      return;
+    }
+  }
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array) {
+  for (let pos = 0; pos < bytes.length;) pos += await conn.write(bytes.subarray(pos));
+}
+
+Deno.test({
+  name: "a paused stream whose server never answers the close is abandoned, then resumed",
+  // The abandoned client socket ends only when the test closes the server side.
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const frames = Array.from({ length: FRAMES }, (_, i) => postCommit(i + 1).frame());
+    assert.ok(frames.every((f) => f.length < 0x10000));
+    const stream = startDeafRepoStream(frames);
+    const { log, lines } = captureLogger();
+    using ctx = openTestContext({ log });
+    const consumer = createLocalStreamConsumer(ctx, {
+      url: stream.url,
+      ...FAST,
+      maxQueuedMessages: 20,
+    });
+    try {
+      consumer.start();
+      await waitFor(() => consumer.status().cursor === FRAMES, { timeoutMs: 10_000 });
+      assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
+      const abandoned = lines.filter((l) =>
+        l.msg === "Stream did not close in time; abandoning the connection"
+      );
+      assert.equal(abandoned.length, 1);
+      // Resumed after the abandoned connection; later pauses close normally.
+      const cursors = stream.cursors.map(Number);
+      assert.equal(cursors[0], 0);
+      assert.ok(cursors.length >= 2 && cursors[1] > 20, `connections ${stream.cursors}`);
+      assert.ok(cursors.every((c, i) => i === 0 || c > cursors[i - 1]), `cursors ${cursors}`);
+    } finally {
+      await stream.close();
+      await consumer.close();
+    }
+  },
+});
