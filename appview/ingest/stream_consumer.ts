@@ -370,7 +370,7 @@ export class StreamConsumer implements AsyncDisposable {
         this.#queue.push({ raw: event.data });
         this.#scheduleDrain();
       }
-      if (!this.#paused && this.#waiting() > this.#maxQueued) this.#pause(socket);
+      if (!this.#paused && this.#waiting() > this.#maxQueued) this.#pause();
     };
     socket.onerror = (event: Event) => {
       const message = (event as ErrorEvent).message || "WebSocket error";
@@ -378,35 +378,57 @@ export class StreamConsumer implements AsyncDisposable {
     };
     socket.onclose = (event: CloseEvent) => {
       resolveClosed();
-      if (this.#socket !== socket) return;
-      this.#socket = null;
-      const wasOpen = this.#openedAt > 0;
-      if (wasOpen && performance.now() - this.#openedAt >= STABLE_CONNECTION_MS) this.#attempt = 0;
-      this.#openedAt = 0;
-      if (this.#paused && this.#closing === null) {
-        // Flow control: reconnect (from the cursor) once what was received is applied.
-        this.#scheduleDrain();
-        return;
-      }
-      this.#drainAll();
-      if (this.#closing !== null) return;
-      this.#log.warn("Stream connection closed", {
-        url,
-        code: event.code,
-        reason: event.reason,
-        lastError: this.#lastError,
-      });
-      if (!wasOpen && this.#lastError === null) this.#lastError = `Cannot connect to ${url}`;
-      this.#scheduleReconnect();
+      this.#socketGone(socket, url, { code: event.code, reason: event.reason });
     };
+  }
+
+  /** `socket` closed (or was abandoned): apply what it delivered, then reconnect. */
+  #socketGone(socket: WebSocket, url: string, how: Record<string, unknown>): void {
+    if (this.#socket !== socket) return;
+    this.#socket = null;
+    const wasOpen = this.#openedAt > 0;
+    if (wasOpen && performance.now() - this.#openedAt >= STABLE_CONNECTION_MS) this.#attempt = 0;
+    this.#openedAt = 0;
+    if (this.#paused && this.#closing === null) {
+      // Flow control: reconnect (from the cursor) once what was received is applied.
+      this.#scheduleDrain();
+      return;
+    }
+    this.#drainAll();
+    if (this.#closing !== null) return;
+    this.#log.warn("Stream connection closed", { url, ...how, lastError: this.#lastError });
+    if (!wasOpen && this.#lastError === null) this.#lastError = `Cannot connect to ${url}`;
+    this.#scheduleReconnect();
+  }
+
+  /**
+   * Closes the current socket. Deno's client reports a socket closed only once the server answers
+   * the close frame, so a server that never does (hung, or cut off without a TCP reset) would
+   * leave the consumer waiting for good: after {@link CLOSE_TIMEOUT_MS} the socket is abandoned
+   * and treated as closed.
+   */
+  #closeSocket(reason: string): void {
+    const socket = this.#socket;
+    if (socket === null) return;
+    const url = socket.url;
+    try {
+      socket.close(1000, reason);
+    } catch { /* already closing */ }
+    const timer = setTimeout(() => {
+      if (this.#socket !== socket || this.#closing !== null) return;
+      this.#log.warn("Stream did not close in time; abandoning the connection", {
+        timeoutMs: CLOSE_TIMEOUT_MS,
+      });
+      this.#socketGone(socket, url, { abandoned: true });
+    }, CLOSE_TIMEOUT_MS);
+    this.#socketClosed.then(() => clearTimeout(timer));
   }
 
   #dropConnection(): void {
     this.#queue = [];
     this.#queueHead = 0;
     this.#parser?.reset();
-    const socket = this.#socket;
-    if (socket === null) {
+    if (this.#socket === null) {
       // Paused and already closed: nothing else will reconnect.
       if (this.#paused) {
         this.#paused = false;
@@ -414,9 +436,7 @@ export class StreamConsumer implements AsyncDisposable {
       }
       return;
     }
-    try {
-      socket.close(1000);
-    } catch { /* already closing */ }
+    this.#closeSocket("reconnecting from the stored cursor");
   }
 
   #scheduleReconnect(): void {
@@ -437,26 +457,13 @@ export class StreamConsumer implements AsyncDisposable {
   }
 
   /** Flow control: closes `socket` until what was received is applied (module comment). */
-  #pause(socket: WebSocket): void {
+  #pause(): void {
     this.#paused = true;
     this.#log.info("Pausing the stream until the index applies what it received", {
       waiting: this.#waiting(),
       cursor: this.#cursor,
     });
-    try {
-      socket.close(1000, "consumer catching up");
-    } catch { /* already closing */ }
-    // A server that never completes the close handshake must not stall the consumer.
-    const timer = setTimeout(() => {
-      if (this.#socket !== socket || this.#closing !== null) return;
-      this.#log.warn("Stream did not close in time; abandoning the connection", {
-        timeoutMs: CLOSE_TIMEOUT_MS,
-      });
-      this.#socket = null;
-      this.#openedAt = 0;
-      this.#scheduleDrain();
-    }, CLOSE_TIMEOUT_MS);
-    this.#socketClosed.then(() => clearTimeout(timer));
+    this.#closeSocket("consumer catching up");
   }
 
   /**

@@ -11,6 +11,7 @@ import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, readConsumerStatus, readCursor } from
 import { didOf, postOp } from "./_fixtures.ts";
 import {
   captureLogger,
+  errorFrame,
   makeCommit,
   openTestContext,
   startFakeRepoStream,
@@ -130,19 +131,21 @@ Deno.test("consumer options reject a batch or queue bound that is not a positive
 
 /**
  * A `subscribeRepos` server speaking WebSocket by hand over TCP: on each connection it sends the
- * stored frames after the client's cursor. On its first connection it never answers the client's
+ * stored frames after the client's cursor (on the first one, then `thenOnFirst`). On its first
+ * connection it never answers the client's
  * close frame (as a hung or broken server would; Deno's client then never reports the socket
  * closed); later connections answer it and hang up.
  */
-function startDeafRepoStream(frames: Uint8Array[]) {
+function startDeafRepoStream(frames: Uint8Array[], opts: { thenOnFirst?: Uint8Array } = {}) {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const conns = new Set<Deno.Conn>();
   const cursors: string[] = [];
   const serving = (async () => {
     for await (const conn of listener) {
       conns.add(conn);
-      const deaf = cursors.length === 0;
-      void serveDeaf(conn, frames, cursors, deaf).catch(() => {}).finally(() => conns.delete(conn));
+      const first = cursors.length === 0;
+      const sent = first && opts.thenOnFirst ? [...frames, opts.thenOnFirst] : frames;
+      void serveDeaf(conn, sent, cursors, first).catch(() => {}).finally(() => conns.delete(conn));
     }
   })();
   return {
@@ -240,6 +243,38 @@ Deno.test({
       assert.equal(cursors[0], 0);
       assert.ok(cursors.length >= 2 && cursors[1] > 20, `connections ${stream.cursors}`);
       assert.ok(cursors.every((c, i) => i === 0 || c > cursors[i - 1]), `cursors ${cursors}`);
+    } finally {
+      await stream.close();
+      await consumer.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a connection dropped after an error frame is abandoned when the server never answers the close",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const frames = Array.from({ length: 10 }, (_, i) => postCommit(i + 1).frame());
+    const stream = startDeafRepoStream(frames, { thenOnFirst: errorFrame("FutureCursor") });
+    const { log, lines } = captureLogger();
+    using ctx = openTestContext({ log });
+    const consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+    try {
+      consumer.start();
+      await waitFor(() => stream.cursors.length === 2, { timeoutMs: 10_000 });
+      assert.deepEqual(stream.cursors, ["0", "10"]);
+      assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), 10);
+      assert.equal(consumer.status().lastError, "Stream error FutureCursor:");
+      assert.equal(
+        lines.filter((l) => l.msg === "Stream did not close in time; abandoning the connection")
+          .length,
+        1,
+      );
+      const closed = lines.filter((l) => l.msg === "Stream connection closed");
+      assert.equal(closed.length, 1);
+      assert.equal(closed[0].abandoned, true);
     } finally {
       await stream.close();
       await consumer.close();
