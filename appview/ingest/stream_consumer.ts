@@ -6,13 +6,15 @@
  * ops), and publishes its state in `consumer_status` for `/healthz` (also when the consumer runs
  * in its own process).
  *
- * A backlog is applied one transaction per event-loop turn, so the HTTP API sharing the process
- * keeps answering while the index catches up (between transactions, not for the whole backlog).
- * Flow control: when more than {@link StreamConsumerOptions.maxQueuedMessages} received messages
- * wait to be applied, the consumer closes the connection (the stream cannot be paused otherwise:
- * a WebSocket keeps delivering while the event loop runs), applies what it holds, and reconnects
- * from its cursor, without backoff. Memory stays bounded and nothing is skipped: the stream
- * replays from the cursor.
+ * A consumer running alone applies everything queued in one go: while it writes, the event loop
+ * reads nothing more, which is the stream's backpressure. Beside the HTTP API
+ * ({@link StreamConsumerOptions.yieldBetweenBatches}) it applies one transaction per event-loop
+ * turn, so requests are answered while the index catches up. Then the socket keeps delivering
+ * between transactions, so there is flow control: when more than
+ * {@link StreamConsumerOptions.maxQueuedMessages} received messages wait to be applied, the
+ * consumer closes the connection (a WebSocket cannot be paused), applies what it holds, and
+ * reconnects from its cursor without backoff. Memory stays bounded and nothing is skipped: the
+ * stream replays from the cursor.
  *
  * The protocol (frame decoding, cursor rules, URL) is a {@link StreamProtocol}: see
  * `local_stream.ts` and `jetstream.ts`.
@@ -49,10 +51,10 @@ export const MAX_BATCH_MESSAGES = 20_000;
 /** Ops after which a batch is applied even if more messages are queued. */
 export const MAX_BATCH_OPS = 20_000;
 /**
- * Default of {@link StreamConsumerOptions.maxQueuedMessages}: about one second of catch-up, a few
- * tens of MB of decoded messages.
+ * Default of {@link StreamConsumerOptions.maxQueuedMessages}: a fraction of a second of catch-up;
+ * receiving a burst of that many costs the main thread about 0.1 s.
  */
-export const MAX_QUEUED_MESSAGES = 20_000;
+export const MAX_QUEUED_MESSAGES = 5_000;
 /** How long `close()` waits for the socket's close handshake. */
 const CLOSE_TIMEOUT_MS = 2_000;
 
@@ -135,14 +137,18 @@ export interface StreamConsumerOptions {
    * decodes on the main thread, as when the worker cannot start.
    */
   parseInWorker?: boolean;
-  /**
-   * Most ops per transaction (default {@link MAX_BATCH_OPS}). The event loop is blocked for one
-   * transaction at a time: a process that also serves HTTP takes smaller ones (`server.ts`).
-   */
+  /** Most ops per transaction (default {@link MAX_BATCH_OPS}). */
   maxBatchOps?: number;
   /**
-   * Received messages waiting to be applied (queued or in the parse worker) above which the
-   * connection is closed until they are applied (default {@link MAX_QUEUED_MESSAGES}).
+   * Apply one transaction per event-loop turn, with flow control (module comment), instead of
+   * everything queued in one go (default false). For a consumer sharing its process with the
+   * HTTP API (`server.ts`), which then waits for one transaction at most.
+   */
+  yieldBetweenBatches?: boolean;
+  /**
+   * With {@link yieldBetweenBatches}: received messages waiting to be applied (queued or in the
+   * parse worker) above which the connection is closed until they are applied (default
+   * {@link MAX_QUEUED_MESSAGES}).
    */
   maxQueuedMessages?: number;
 }
@@ -212,6 +218,7 @@ export class StreamConsumer implements AsyncDisposable {
   readonly #random: () => number;
   readonly #maxBatchOps: number;
   readonly #maxQueued: number;
+  readonly #yielding: boolean;
   readonly #control: StreamControl;
   #state: ConsumerState = "connecting";
   #cursor: number | null = null;
@@ -242,6 +249,7 @@ export class StreamConsumer implements AsyncDisposable {
     this.#backoff = opts.backoff ?? DEFAULT_BACKOFF;
     this.#random = opts.random ?? Math.random;
     this.#maxBatchOps = positiveOption("maxBatchOps", opts.maxBatchOps, MAX_BATCH_OPS);
+    this.#yielding = opts.yieldBetweenBatches ?? false;
     this.#maxQueued = positiveOption(
       "maxQueuedMessages",
       opts.maxQueuedMessages,
@@ -370,7 +378,7 @@ export class StreamConsumer implements AsyncDisposable {
         this.#queue.push({ raw: event.data });
         this.#scheduleDrain();
       }
-      if (!this.#paused && this.#waiting() > this.#maxQueued) this.#pause();
+      if (this.#yielding && !this.#paused && this.#waiting() > this.#maxQueued) this.#pause();
     };
     socket.onerror = (event: Event) => {
       const message = (event as ErrorEvent).message || "WebSocket error";
@@ -467,12 +475,16 @@ export class StreamConsumer implements AsyncDisposable {
   }
 
   /**
-   * Applies one transaction's worth of queued messages; when more are queued, runs again in a
-   * later event-loop turn, so other work (HTTP requests) runs between transactions.
+   * Applies what is queued: all of it, or with {@link StreamConsumerOptions.yieldBetweenBatches}
+   * one transaction's worth, running again in a later event-loop turn while more is queued.
    */
   #drain(): void {
     if (this.#drainTimer !== null) clearTimeout(this.#drainTimer);
     this.#drainTimer = null;
+    if (!this.#yielding) {
+      this.#drainAll();
+      return;
+    }
     if (!this.#drainOnce()) return;
     if (this.#queueHead < this.#queue.length) {
       this.#scheduleDrain();

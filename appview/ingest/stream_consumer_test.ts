@@ -60,6 +60,7 @@ Deno.test("a queued backlog is applied one transaction per event-loop turn (maxB
     url: stream.url,
     ...FAST,
     maxBatchOps: 10,
+    yieldBetweenBatches: true,
   });
   consumer.start();
   await waitFor(() => consumer.status().cursor === FRAMES);
@@ -84,6 +85,7 @@ Deno.test("too many waiting messages close the stream until they are applied; it
     url: stream.url,
     ...FAST,
     maxBatchOps: 20,
+    yieldBetweenBatches: true,
     maxQueuedMessages: 50,
   });
   consumer.start();
@@ -228,6 +230,7 @@ Deno.test({
     const consumer = createLocalStreamConsumer(ctx, {
       url: stream.url,
       ...FAST,
+      yieldBetweenBatches: true,
       maxQueuedMessages: 20,
     });
     try {
