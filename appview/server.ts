@@ -30,15 +30,14 @@ import { createHandleSync, type HandleSync } from "./workers/handle_sync.ts";
  * the event loop is blocked (by one ingest transaction, one burst of received messages, or a WAL
  * checkpoint inside a commit). Catching up a 150k-op backlog in one process (`server.ts` with
  * both), the longest stall fell from 1.4 s (growing with the backlog) to about 0.2-0.25 s, for
- * about 20% slower catch-up than a consumer running alone. Each value has its own constant below.
+ * about 20% slower catch-up than a consumer running alone.
  */
 export const IN_PROCESS_CONSUMER: Readonly<StreamConsumerOptions> = Object.freeze({
   /** One transaction per event-loop turn, with flow control. */
   yieldBetweenBatches: true,
   /** About 0.1 s per transaction, against about 1 s at the standalone 20,000. */
   maxBatchOps: 2_000,
-  /** A burst of received messages held the event loop about 20 us each (measured under load). */
-  maxQueuedMessages: 5_000,
+  // maxQueuedMessages: its default (MAX_QUEUED_MESSAGES) is set for this case.
 });
 /**
  * `wal_autocheckpoint` of the shared connection in that case (8 KiB pages: 32 MiB): shorter
