@@ -99,12 +99,36 @@ export function isRecordUri(value: unknown): boolean {
 /** Whether `value` is a CID in string form. */
 export function isCidString(value: unknown): boolean {
   if (typeof value !== "string") return false;
+  if (isSha256CidV1(value)) return true;
   try {
     parseCid(value);
     return true;
   } catch {
     return false;
   }
+}
+
+/** Base32 (RFC 4648, lower case) digit values; -1 for characters outside the alphabet. */
+const BASE32_VALUE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 32; i++) BASE32_VALUE["abcdefghijklmnopqrstuvwxyz234567".charCodeAt(i)] = i;
+
+/**
+ * The shape of nearly every CID a record carries: a base32 CIDv1 of a 32-byte SHA-256 digest,
+ * DAG-CBOR (`bafyrei...`) or raw (`bafkrei...`), 59 characters. Checked without decoding (a
+ * full parse is most of the cost of validating a like or a reply). Only answers true for
+ * strings `CID.parse` accepts: the 7-character prefix fixes the first 30 bits (version, codec,
+ * hash code and length but their last 2 bits), the 8th digit's top 2 bits are the length's last
+ * 2 bits (zero), and the last digit's low 2 bits are padding (zero). Anything else is left to
+ * the parser.
+ */
+function isSha256CidV1(s: string): boolean {
+  if (s.length !== 59 || !(s.startsWith("bafyrei") || s.startsWith("bafkrei"))) return false;
+  for (let i = 7; i < 59; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 128 || BASE32_VALUE[c] < 0) return false;
+  }
+  return (BASE32_VALUE[s.charCodeAt(7)] & 0b11000) === 0 &&
+    (BASE32_VALUE[s.charCodeAt(58)] & 0b11) === 0;
 }
 
 /** Whether `value` is a plain object (not an array, bytes, CID or class instance). */
