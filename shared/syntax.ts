@@ -93,20 +93,22 @@ export function isValidDatetime(s: string): boolean {
   if (typeof s !== "string" || s.length > 64) return false;
   const m = DATETIME_RE.exec(s);
   if (m === null) return false;
-  const fields = m.slice(1, 7).map(Number);
-  const [year, month, day, hour, minute, second] = fields;
+  const year = +m[1], month = +m[2], day = +m[3];
+  const hour = +m[4], minute = +m[5], second = +m[6];
   if (month < 1 || month > 12) return false;
   if (day < 1 || day > daysInMonth(year, month)) return false;
   if (hour > 23 || minute > 59 || second > 59) return false;
   let offsetMinutes = 0;
   if (m[8] !== "Z") {
-    const offHours = Number(m[10]);
-    const offMinutes = Number(m[11]);
+    const offHours = +m[10];
+    const offMinutes = +m[11];
     if (offHours > 23 || offMinutes > 59) return false;
     if (m[9] === "-" && offHours === 0 && offMinutes === 0) return false;
     offsetMinutes = (m[9] === "-" ? -1 : 1) * (offHours * 60 + offMinutes);
   }
-  const ms = utcMillis(fields) - offsetMinutes * 60_000;
+  // An offset moves a time by less than a day: only year 0 can normalise to before it.
+  if (year > 0) return true;
+  const ms = utcMillis([year, month, day, hour, minute, second]) - offsetMinutes * 60_000;
   return ms >= YEAR_ZERO_MS;
 }
 
