@@ -12,6 +12,7 @@ import { createAppviewApp } from "./app.ts";
 import { createTokenVerifier } from "./auth/verifier.ts";
 import { type AppviewConfig, ConfigError } from "./config.ts";
 import type { AppviewContext } from "./context.ts";
+import { WalCheckpointer } from "./db/checkpointer.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
@@ -41,7 +42,9 @@ export const IN_PROCESS_CONSUMER: Readonly<StreamConsumerOptions> = Object.freez
 });
 /**
  * `wal_autocheckpoint` of the shared connection in that case (8 KiB pages: 32 MiB): shorter
- * checkpoints, more often, than the standalone `WAL_AUTOCHECKPOINT_PAGES` (`db/open.ts`).
+ * checkpoints, more often, than the standalone `WAL_AUTOCHECKPOINT_PAGES` (`db/open.ts`). It
+ * is the backstop: the background checkpoints (`db/checkpointer.ts`) normally copy the WAL back
+ * first, and an automatic checkpoint then finds little left to copy.
  */
 export const IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES = 4_000;
 
@@ -66,6 +69,8 @@ export interface StartAppviewOptions {
   publicStream?: JetstreamOptions;
   /** Interval of handle sync between batches that were not full. */
   handleSyncIntervalMs?: number;
+  /** Interval between background WAL checkpoints. Default `CHECKPOINT_INTERVAL_MS`. */
+  checkpointIntervalMs?: number;
 }
 
 /** A running index. */
@@ -97,6 +102,15 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   let localConsumer: StreamConsumer | null = null;
   let publicConsumer: StreamConsumer | null = null;
   try {
+    // Every component writes through this connection: its WAL is copied back off the main
+    // thread (a database file only; `:memory:` has no WAL).
+    if (isFilePath(config.dbPath)) {
+      const checkpointer = new WalCheckpointer(config.dbPath, {
+        log: log.child("checkpoint"),
+        intervalMs: opts.checkpointIntervalMs,
+      });
+      if (checkpointer.start()) stops.push(() => checkpointer.stop());
+    }
     if (want.http) {
       warnRelaxedSettings(config, log);
       const verifier = createTokenVerifier(config, { log: log.child("auth") });
@@ -181,8 +195,13 @@ async function stopAll(stops: (() => Promise<void>)[], log: Logger): Promise<voi
   stops.length = 0;
 }
 
+/** Whether `path` names a database file directly (not `:memory:` or a `file:` URI). */
+function isFilePath(path: string): boolean {
+  return path !== ":memory:" && !path.startsWith("file:");
+}
+
 async function makeParentDir(path: string): Promise<void> {
-  if (path === ":memory:" || path.startsWith("file:")) return;
+  if (!isFilePath(path)) return;
   const slash = path.lastIndexOf("/");
   if (slash > 0) await Deno.mkdir(path.slice(0, slash), { recursive: true });
 }

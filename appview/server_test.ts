@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { COLLECTION_POST } from "../shared/nsid.ts";
 import { makeTempDir, startFakeJetstream, waitFor } from "../tests/_util.ts";
 import { ConfigError, loadAppviewConfig } from "./config.ts";
@@ -113,6 +114,41 @@ Deno.test("startAppview with HTTP off serves nothing and returns a null url", as
     { ...appview.ctx.db.prepare("PRAGMA wal_autocheckpoint").get() },
     { wal_autocheckpoint: WAL_AUTOCHECKPOINT_PAGES },
   );
+});
+
+Deno.test("startAppview copies the WAL back from a worker thread while the writer is idle", async () => {
+  await using dir = await makeTempDir();
+  const config = loadAppviewConfig({ DATA_DIR: dir.path, PDS_INTERNAL_URL: "http://127.0.0.1:9" });
+  const appview = await startAppview({
+    config,
+    log: captureLogger().log,
+    components: { http: false, localConsumer: false, publicConsumer: false, handleSync: false },
+    checkpointIntervalMs: 10,
+  });
+  // Far below wal_autocheckpoint: only the background checkpoint puts these rows in the file.
+  const { applied } = appview.ctx.writer.applyOps([
+    postOp(ALICE, "3kaaaaaaaaaa2", "checkpointed"),
+  ]);
+  assert.equal(applied, 1);
+  const postsInMainFile = async () => {
+    const copy = `${dir.path}/copy-${crypto.randomUUID()}.sqlite`;
+    await Deno.copyFile(config.dbPath, copy);
+    const db = new DatabaseSync(copy);
+    try {
+      return db.prepare("SELECT text FROM posts").all().map((r) => r.text);
+    } catch {
+      return []; // the schema, too, waits in the WAL until the first checkpoint
+    } finally {
+      db.close();
+    }
+  };
+  try {
+    let texts: unknown[] = [];
+    await waitFor(async () => (texts = await postsInMainFile()).length > 0);
+    assert.deepEqual(texts, ["checkpointed"]);
+  } finally {
+    await appview.close();
+  }
 });
 
 Deno.test("startAppview on a port already in use fails naming APPVIEW_PORT and the address", async () => {

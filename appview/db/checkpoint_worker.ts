@@ -1,0 +1,80 @@
+/**
+ * Worker thread of {@link WalCheckpointer} (`checkpointer.ts`): its own connection to the index
+ * database, running a passive WAL checkpoint every `intervalMs` on its own timer (so a main
+ * thread busy with a long transaction does not hold the checkpoints back) and on request.
+ *
+ * In: `{path, intervalMs}` once, then `{run: id}` per requested checkpoint, and `{stop: true}` to
+ * close the connection. Out: `{ready: true}` once open (or `{fatal}` when it cannot open the
+ * database), then `{done, id?}` per checkpoint (`id` for a requested one) or `{error, id?}`, and
+ * `{stopped: true}` once closed.
+ *
+ * @module
+ */
+
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+
+/** A message to the worker. */
+export type CheckpointRequest =
+  | { path: string; intervalMs: number }
+  | { run: number }
+  | { stop: true };
+
+const scope = self as unknown as {
+  onmessage: ((event: MessageEvent<CheckpointRequest>) => void) | null;
+  postMessage(message: unknown): void;
+};
+
+let db: DatabaseSync | null = null;
+let checkpoint: StatementSync | null = null;
+let intervalMs = 1_000;
+let timer: ReturnType<typeof setTimeout> | null = null;
+
+function run(id?: number): void {
+  if (timer !== null) clearTimeout(timer);
+  try {
+    const start = performance.now();
+    const row = checkpoint!.get() as { busy: number; log: number; checkpointed: number };
+    const done = {
+      busy: row.busy,
+      log: row.log,
+      checkpointed: row.checkpointed,
+      ms: performance.now() - start,
+    };
+    scope.postMessage({ done, id });
+  } catch (e) {
+    scope.postMessage({ error: String((e as Error)?.message ?? e), id });
+  }
+  timer = setTimeout(run, intervalMs);
+}
+
+scope.onmessage = (event) => {
+  const msg = event.data;
+  if ("run" in msg) {
+    if (checkpoint !== null) run(msg.run);
+    return;
+  }
+  if ("stop" in msg) {
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    checkpoint = null;
+    try {
+      db?.close();
+    } finally {
+      db = null;
+      scope.postMessage({ stopped: true });
+    }
+    return;
+  }
+  try {
+    db = new DatabaseSync(msg.path);
+    // Never wait on the writer: a checkpoint that finds the database busy is simply retried
+    // at the next interval.
+    db.exec("PRAGMA busy_timeout = 0");
+    checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+    intervalMs = msg.intervalMs;
+    scope.postMessage({ ready: true });
+    timer = setTimeout(run, intervalMs);
+  } catch (e) {
+    scope.postMessage({ fatal: String((e as Error)?.message ?? e) });
+  }
+};

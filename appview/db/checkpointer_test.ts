@@ -1,0 +1,108 @@
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { createLogger } from "../../shared/log.ts";
+import { WalCheckpointer } from "./checkpointer.ts";
+import { openIndexDb } from "./open.ts";
+
+/** Rows of `t` in the main database file alone (a copy without its WAL). */
+async function rowsInMainFile(dir: string, path: string): Promise<number> {
+  const copy = `${dir}/copy-${crypto.randomUUID()}.sqlite`;
+  await Deno.copyFile(path, copy);
+  const db = new DatabaseSync(copy);
+  try {
+    return (db.prepare("SELECT count(*) AS n FROM t").get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+function writeRows(db: DatabaseSync, from: number, n: number): void {
+  db.exec("BEGIN");
+  const insert = db.prepare("INSERT INTO t (id, body) VALUES (?, ?)");
+  for (let i = from; i < from + n; i++) insert.run(i, "x".repeat(200));
+  db.exec("COMMIT");
+}
+
+Deno.test("WalCheckpointer copies the WAL back into the database file from its worker", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/index.sqlite`;
+  const db = openIndexDb(path);
+  // Nothing checkpoints on the writing connection: only the worker can move the rows.
+  db.exec("PRAGMA wal_autocheckpoint = 0");
+  db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)");
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)"); // the empty table is in the main file
+  const checkpointer = new WalCheckpointer(path, { log: createLogger("test", { level: "error" }) });
+  try {
+    assert.equal(checkpointer.start(), true);
+    writeRows(db, 0, 500);
+    assert.equal(await rowsInMainFile(dir, path), 0);
+    const result = await checkpointer.checkpoint();
+    assert.ok(result !== null);
+    assert.equal(result.busy, 0);
+    assert.ok(result.log > 0, `log ${result.log}`);
+    assert.equal(result.checkpointed, result.log);
+    assert.equal(await rowsInMainFile(dir, path), 500);
+    assert.equal(checkpointer.checkpoints, 1);
+    // Stopping closes the worker's connection: the writer's close is then the last one, which
+    // checkpoints and removes the WAL.
+    await checkpointer.stop();
+    assert.equal(await checkpointer.checkpoint(), null);
+    writeRows(db, 500, 10);
+    db.close();
+    await assert.rejects(Deno.stat(`${path}-wal`), Deno.errors.NotFound);
+    assert.equal(await rowsInMainFile(dir, path), 510);
+  } finally {
+    await checkpointer.stop();
+    if (db.isOpen) db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("WalCheckpointer checkpoints on its interval while the writer goes on", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/index.sqlite`;
+  const db = openIndexDb(path);
+  db.exec("PRAGMA wal_autocheckpoint = 0");
+  db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)");
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)"); // the empty table is in the main file
+  const checkpointer = new WalCheckpointer(path, {
+    log: createLogger("test", { level: "error" }),
+    intervalMs: 10,
+  });
+  try {
+    checkpointer.start();
+    for (let round = 0; round < 5; round++) {
+      writeRows(db, round * 100, 100);
+      const target = checkpointer.checkpoints + 2; // one that may have started before the write
+      while (checkpointer.checkpoints < target) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(await rowsInMainFile(dir, path), (round + 1) * 100);
+    }
+  } finally {
+    await checkpointer.stop();
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("WalCheckpointer that cannot open the database logs once and stops", async () => {
+  const dir = await Deno.makeTempDir();
+  const records: { msg: string; level: string }[] = [];
+  const log = createLogger("test", { level: "debug", sink: (l) => records.push(JSON.parse(l)) });
+  // A directory is not a database file.
+  const checkpointer = new WalCheckpointer(dir, { log, intervalMs: 10 });
+  try {
+    assert.equal(checkpointer.start(), true);
+    for (let i = 0; i < 100 && records.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(records.map((r) => `${r.level} ${r.msg}`), [
+      "warn Checkpoint worker failed; SQLite checkpoints inline",
+    ]);
+    assert.equal(await checkpointer.checkpoint(), null);
+    assert.equal(checkpointer.checkpoints, 0);
+  } finally {
+    await checkpointer.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
