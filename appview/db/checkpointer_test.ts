@@ -23,14 +23,22 @@ function writeRows(db: DatabaseSync, from: number, n: number): void {
   db.exec("COMMIT");
 }
 
-Deno.test("WalCheckpointer copies the WAL back into the database file from its worker", async () => {
+/**
+ * An index database in a temp dir with an empty table `t` in its main file, whose connection
+ * never checkpoints: only a checkpointer can move rows into the file.
+ */
+async function openWriter(): Promise<{ dir: string; path: string; db: DatabaseSync }> {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/index.sqlite`;
   const db = openIndexDb(path);
-  // Nothing checkpoints on the writing connection: only the worker can move the rows.
   db.exec("PRAGMA wal_autocheckpoint = 0");
   db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)");
-  db.exec("PRAGMA wal_checkpoint(TRUNCATE)"); // the empty table is in the main file
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  return { dir, path, db };
+}
+
+Deno.test("WalCheckpointer copies the WAL back into the database file from its worker", async () => {
+  const { dir, path, db } = await openWriter();
   const checkpointer = new WalCheckpointer(path, { log: createLogger("test", { level: "error" }) });
   try {
     assert.equal(checkpointer.start(), true);
@@ -59,12 +67,7 @@ Deno.test("WalCheckpointer copies the WAL back into the database file from its w
 });
 
 Deno.test("WalCheckpointer checkpoints on its interval while the writer goes on", async () => {
-  const dir = await Deno.makeTempDir();
-  const path = `${dir}/index.sqlite`;
-  const db = openIndexDb(path);
-  db.exec("PRAGMA wal_autocheckpoint = 0");
-  db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)");
-  db.exec("PRAGMA wal_checkpoint(TRUNCATE)"); // the empty table is in the main file
+  const { dir, path, db } = await openWriter();
   const checkpointer = new WalCheckpointer(path, {
     log: createLogger("test", { level: "error" }),
     intervalMs: 10,
