@@ -18,9 +18,11 @@
  * commit applied for that repository (`repo_revs`), as its {@link RevGate} says, and that rev is
  * then stored in the same transaction. So a late push of commit N can no longer re-create a record
  * that the local stream already deleted in N+1, nor a rewound public stream undo newer commits.
- * The stored rev is read once per commit (one primary-key lookup; commits of a repository earlier
- * in the same transaction are remembered for that transaction only) and written once per
- * repository per transaction. Only record ops are gated: the handle and account ops of a commit
+ * The stored rev is written once per repository per transaction, and read at most once per
+ * repository while no other connection writes: revs this writer read or committed are kept in a
+ * bounded cache, which is emptied whenever `PRAGMA data_version` (checked once per transaction,
+ * under its write lock) shows a commit by another connection, such as a consumer running as its
+ * own process. So this relies on one writer per connection, as {@link IndexWriter} says. Only record ops are gated: the handle and account ops of a commit
  * (`HandleOp` of a push, `AccountOp` of a first commit) state current facts, not repository
  * history, and are applied regardless. A commit passed over is counted (`stale`), not skipped.
  *
@@ -62,6 +64,9 @@ export type { SkipReason } from "./skips.ts";
  * this only caps a backlog.
  */
 export const DEFAULT_BATCH_SIZE = 20_000;
+
+/** Cached repository revs before the cache is emptied (about 100 bytes each). */
+export const REV_CACHE_MAX = 200_000;
 
 /** Options of {@link IndexWriter}. */
 export interface IndexWriterOptions {
@@ -164,7 +169,12 @@ export class IndexWriter {
   readonly #knownAccount: StatementSync;
   readonly #readRev: StatementSync;
   readonly #writeRev: StatementSync;
-  /** Stored revs read or written in the open transaction (cleared at its start and end). */
+  readonly #dataVersion: StatementSync;
+  /** `PRAGMA data_version` when {@link #revs} was last known to match the database. */
+  #revsVersion = -1;
+  /** Committed revs by DID, as this connection last read or wrote them (bounded). */
+  #revs = new Map<string, string>();
+  /** Revs the open transaction decided on, passed over included (cleared at its start and end). */
   readonly #txRevs = new Map<string, string | null>();
   /** DIDs whose rev the open transaction advanced (written before COMMIT). */
   readonly #txDirty = new Set<string>();
@@ -213,6 +223,7 @@ export class IndexWriter {
       `INSERT INTO repo_revs (did, rev) VALUES (?, ?)
        ON CONFLICT (did) DO UPDATE SET rev = excluded.rev WHERE excluded.rev > repo_revs.rev`,
     );
+    this.#dataVersion = db.prepare("PRAGMA data_version");
     this.#savepoint = {
       begin: db.prepare("SAVEPOINT op"),
       release: db.prepare("RELEASE op"),
@@ -281,6 +292,12 @@ export class IndexWriter {
     this.#txDirty.clear();
     this.#db.exec("BEGIN IMMEDIATE");
     try {
+      // Under the write lock: no other connection can commit until this transaction ends.
+      const version = (this.#dataVersion.get() as { data_version: number }).data_version;
+      if (version !== this.#revsVersion) {
+        this.#revs.clear();
+        this.#revsVersion = version;
+      }
       let span = batch.span;
       /** Ops before this index belong to a commit passed over. */
       let staleUntil = -1;
@@ -309,6 +326,7 @@ export class IndexWriter {
       }
       this.#db.exec("COMMIT");
       this.#actors.commit();
+      for (const did of this.#txDirty) this.#rememberRev(did, this.#txRevs.get(did)!);
     } catch (e) {
       if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
       this.#actors.rollback();
@@ -334,10 +352,11 @@ export class IndexWriter {
    */
   #admit(commit: CommitRef): boolean {
     const { did, rev, since, mode } = commit;
-    let stored = this.#txRevs.get(did);
+    let stored: string | null | undefined = this.#txRevs.get(did) ?? this.#revs.get(did);
     if (stored === undefined) {
       const row = this.#readRev.get(did) as { rev: string } | undefined;
       stored = row === undefined ? null : row.rev;
+      if (stored !== null) this.#rememberRev(did, stored);
     }
     let admit: boolean;
     if (mode === "newer-or-equal") admit = stored === null || rev >= stored;
@@ -359,6 +378,11 @@ export class IndexWriter {
       });
     }
     return admit;
+  }
+
+  #rememberRev(did: string, rev: string): void {
+    if (this.#revs.size >= REV_CACHE_MAX) this.#revs = new Map();
+    this.#revs.set(did, rev);
   }
 
   #applyOrFail(ops: readonly IndexOp[], index: number): boolean {

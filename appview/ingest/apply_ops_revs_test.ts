@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
 import type { RecordOp } from "../../shared/ops.ts";
+import { openIndexDb } from "../db/open.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../db/state.ts";
 import {
   deleteOp,
@@ -18,7 +19,7 @@ import {
   uriOf,
 } from "./_fixtures.ts";
 import { revOf } from "./_stream_testing.ts";
-import type { CommitRef, RevGate } from "./apply_ops.ts";
+import { type CommitRef, IndexWriter, type RevGate } from "./apply_ops.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
@@ -221,4 +222,43 @@ Deno.test("applyOps refuses commit spans out of order or out of bounds, applying
   });
   assert.deepEqual(ix.row("SELECT count(*) AS n FROM posts"), { n: 0 });
   assert.equal(storedRev(ix, BOB), null);
+});
+
+Deno.test("a writer's remembered revs give way to commits by another connection (a consumer process)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "revs-two-writers-" });
+  const server = openIndexDb(`${dir}/index.sqlite`);
+  const consumer = openIndexDb(`${dir}/index.sqlite`);
+  try {
+    const serverWriter = new IndexWriter(server);
+    const consumerWriter = new IndexWriter(consumer);
+    const rev = () => server.prepare("SELECT rev FROM repo_revs WHERE did = ?").get(BOB)?.rev;
+    // The server's writer applies commit 2 by push and remembers rev 2 for Bob.
+    assert.equal(serverWriter.applyOps([like], { commit: commit(BOB, 2, "next", null) }).stale, 0);
+    // The consumer process applies commit 3 from the local stream.
+    assert.equal(
+      consumerWriter.applyOps([unlike], { commit: commit(BOB, 3, "newer", 2) }).stale,
+      0,
+    );
+    assert.equal(rev(), revOf(3));
+    // A late push of commit 3 and a redelivered commit 2 are passed over by the server: it reads
+    // rev 3, although it last wrote rev 2 itself.
+    assert.equal(serverWriter.applyOps([unlike], { commit: commit(BOB, 3, "next", 2) }).stale, 1);
+    assert.equal(serverWriter.applyOps([like], { commit: commit(BOB, 2, "newer", null) }).stale, 1);
+    assert.equal(server.prepare("SELECT count(*) AS n FROM likes").get()?.n, 0);
+    // And the next commit applies on either side.
+    assert.equal(serverWriter.applyOps([like], { commit: commit(BOB, 4, "next", 3) }).stale, 0);
+    assert.equal(consumerWriter.applyOps([like], { commit: commit(BOB, 4, "newer", 3) }).stale, 1);
+    assert.equal(
+      consumerWriter.applyOps([unlike], { commit: commit(BOB, 5, "newer", 4) }).stale,
+      0,
+    );
+    assert.deepEqual([rev(), server.prepare("SELECT count(*) AS n FROM likes").get()?.n], [
+      revOf(5),
+      0,
+    ]);
+  } finally {
+    consumer.close();
+    server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
 });
