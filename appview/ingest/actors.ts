@@ -28,14 +28,16 @@ export class ActorIds {
 
   constructor(db: DatabaseSync) {
     this.#find = db.prepare("SELECT id FROM actors WHERE did = ?");
-    this.#insert = db.prepare("INSERT INTO actors (did) VALUES (?) RETURNING id");
+    this.#insert = db.prepare("INSERT INTO actors (did) VALUES (?)");
   }
 
   /** The id of `did`, assigned now when it has none. Call inside a write transaction. */
   idOf(did: string): number {
     const known = this.find(did);
     if (known !== null) return known;
-    const id = (this.#insert.get(did) as { id: number }).id;
+    // The connection's last rowid rather than RETURNING, which made SQLite build a result table
+    // per insert: about 32 against 5.5 µs per new DID in the stream bench.
+    const id = Number(this.#insert.run(did).lastInsertRowid);
     this.#pending.set(did, id);
     this.#pendingOrder.push(did);
     return id;
