@@ -35,6 +35,12 @@ export interface RecordOp {
   readonly cid: string | null;
   /** The record in lex JSON form; null for deletes. */
   readonly record: Readonly<Record<string, unknown>> | null;
+  /**
+   * True when `validateRecord` already accepted `record` where the op was made (the local
+   * stream's parse worker, off the index's main thread): the write path then does not check it
+   * again. Never set from input: only code that ran the check sets it.
+   */
+  readonly checked?: true;
 }
 
 /** The handle of a DID became known or changed (identity event, or push payload). */

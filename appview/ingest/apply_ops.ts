@@ -6,7 +6,8 @@
  * and counters.
  *
  * Bad input never stops ingest: an op with an invalid DID, rkey, CID or handle (`invalid_op`), a
- * record that fails `validateRecord` (`invalid_record`), or a collection the index does not handle
+ * record that fails `validateRecord` (`invalid_record`; not checked again when the op says it
+ * was, `RecordOp.checked`), or a collection the index does not handle
  * (`unsupported_collection`) is skipped and counted (in memory and in `ingest_skips`). An op
  * whose SQL fails (`apply_error`) rolls back its batch; the batch is then re-run with a savepoint
  * per op so only the failing op is skipped. Failures of BEGIN or COMMIT themselves (a lock held
@@ -448,9 +449,14 @@ export class IndexWriter {
     if (typeof op.cid !== "string" || op.cid === "") {
       return this.#skip("invalid_op", op, `Record has no CID: ${uri}`);
     }
-    const checked = validateRecord(op.collection, op.record);
-    if (!checked.ok) return this.#skip("invalid_record", op, checked.reason);
-    const refused = indexer.put({ op, uri, cid: op.cid, value: checked.value, now });
+    let value: Readonly<Record<string, unknown>>;
+    if (op.checked === true && op.record !== null) value = op.record;
+    else {
+      const checked = validateRecord(op.collection, op.record);
+      if (!checked.ok) return this.#skip("invalid_record", op, checked.reason);
+      value = checked.value;
+    }
+    const refused = indexer.put({ op, uri, cid: op.cid, value, now });
     return refused === null ? true : this.#skip("invalid_record", op, refused);
   }
 

@@ -191,6 +191,20 @@ Deno.test("invalid ops are skipped and counted by reason while later good ops ap
   assert.equal(detail?.last_uri, post(ALICE, "bad"));
 });
 
+Deno.test("a record op marked checked is not validated again; unmarked, the same record is skipped", () => {
+  using ix = openTestIndex();
+  // The mark is the parse worker's promise that validateRecord accepted the record there, so
+  // the write path takes it at its word (an op from input never carries it: shared/ops.ts).
+  const tooLong = postOp(ALICE, "bad", "x".repeat(161));
+  assert.deepEqual(ix.writer.applyOps([tooLong]), { applied: 0, skipped: 1 });
+  assert.deepEqual(ix.writer.applyOps([{ ...tooLong, checked: true }]), {
+    applied: 1,
+    skipped: 0,
+  });
+  assert.deepEqual(ix.rows("SELECT rkey, length(text) AS n FROM posts"), [{ rkey: "bad", n: 161 }]);
+  assert.equal(ix.writer.stats().skippedByReason.invalid_record, 1);
+});
+
 Deno.test("a like or repost of anything but a post URI with a DID is skipped as invalid", () => {
   using ix = openTestIndex();
   const ops: IndexOp[] = [

@@ -24,6 +24,7 @@
 
 import { decodeFrame, FRAME_OP_ERROR } from "../../shared/frame.ts";
 import { type IndexOp, OpsError, opsFromCommitEvent, opsFromJetstream } from "../../shared/ops.ts";
+import { validateRecord } from "../../shared/records.ts";
 import { isValidTid } from "../../shared/tid.ts";
 import type { AppviewContext } from "../context.ts";
 import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../db/state.ts";
@@ -150,7 +151,7 @@ export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: numbe
           throw new OpsError(`Invalid rev: ${String(rev)}`);
         }
         const did = body.repo as string; // checked by opsFromCommitEvent
-        return { t: "event", seq, ops, commit: { did, rev } };
+        return { t: "event", seq, ops: checkRecords(ops), commit: { did, rev } };
       }
       case "#identity":
         return {
@@ -168,6 +169,20 @@ export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: numbe
   } catch (e) {
     return { t: "unconvertible", seq, type: header.t, error: errorInfo(e) };
   }
+}
+
+/**
+ * Validates the records of `ops` here, in the parse worker, and marks those accepted
+ * (`RecordOp.checked`), so the index's main thread, where every op is written, does not spend its
+ * time on it. A record that fails is left unmarked: the write path checks it again, then skips it
+ * and counts why.
+ */
+function checkRecords(ops: IndexOp[]): IndexOp[] {
+  return ops.map((op) =>
+    op.kind === "record" && op.record !== null && validateRecord(op.collection, op.record).ok
+      ? { ...op, checked: true }
+      : op
+  );
 }
 
 /**

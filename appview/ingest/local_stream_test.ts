@@ -12,7 +12,8 @@ import {
   readConsumerStatus,
   readCursor,
 } from "../db/state.ts";
-import { didOf, likeOp, postOp, uriOf } from "./_fixtures.ts";
+import type { IndexOp } from "../../shared/ops.ts";
+import { didOf, likeOp, openTestIndex, postOp, uriOf } from "./_fixtures.ts";
 import {
   captureLogger,
   errorFrame,
@@ -352,4 +353,31 @@ Deno.test("LocalStreamProtocol gives each commit its rev for ordering and skips 
   });
   assert.deepEqual(p.decode(noRev.slice().buffer, 1, control), { ops: [], cursor: 2 });
   assert.deepEqual(failures, ["Event 2 skipped: Invalid rev: undefined"]);
+});
+
+Deno.test("the parse step validates records: accepted ones are marked checked, a refused one is skipped by the writer", () => {
+  using ix = openTestIndex();
+  const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
+  const control = { log: captureLogger().log, fail: () => {}, disconnect: () => {} };
+  const good = postOp(ALICE, "3kaaaaaaaagood", "fine");
+  const bad = postOp(ALICE, "3kaaaaaaaabad2", "x".repeat(161));
+  const like = likeOp(BOB, "3kaaaaaaalike1", uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaagood"));
+  const decoded = p.decode(makeCommit(1, [good, bad]).frame().slice().buffer, null, control);
+  const decodedLike = p.decode(makeCommit(2, [like]).frame().slice().buffer, 1, control);
+  const checked = (ops: readonly IndexOp[] | undefined) =>
+    ops?.map((op) => op.kind === "record" ? [op.rkey, op.checked ?? false] : op.kind);
+  assert.deepEqual(checked(decoded?.ops), [
+    ["3kaaaaaaaagood", true],
+    ["3kaaaaaaaabad2", false],
+  ]);
+  assert.deepEqual(checked(decodedLike?.ops), [["3kaaaaaaalike1", true]]);
+  assert.deepEqual(ix.writer.applyOps([...decoded!.ops, ...decodedLike!.ops]), {
+    applied: 2,
+    skipped: 1,
+  });
+  assert.deepEqual(ix.rows("SELECT rkey, like_count FROM posts"), [{
+    rkey: "3kaaaaaaaagood",
+    like_count: 1,
+  }]);
+  assert.equal(ix.writer.stats().skippedByReason.invalid_record, 1);
 });
