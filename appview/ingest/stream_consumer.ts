@@ -58,6 +58,11 @@ export const MAX_BATCH_OPS = 20_000;
 export const MAX_QUEUED_MESSAGES = 5_000;
 /** How long `close()` waits for the socket's close handshake. */
 const CLOSE_TIMEOUT_MS = 2_000;
+/**
+ * Default of {@link StreamConsumerOptions.idleTimeoutMs}: long enough that a quiet account host
+ * costs one reconnect (from the cursor, nothing replayed twice) every few minutes.
+ */
+export const IDLE_TIMEOUT_MS = 300_000;
 
 /**
  * Delay before reconnect attempt `attempt` (0-based): "equal jitter", half of the capped
@@ -152,6 +157,13 @@ export interface StreamConsumerOptions {
    * {@link MAX_QUEUED_MESSAGES}).
    */
   maxQueuedMessages?: number;
+  /**
+   * A connection that opens nothing or delivers no message for this long is closed and made
+   * again from the cursor (default {@link IDLE_TIMEOUT_MS}). Neither stream sends heartbeats,
+   * so silence is all a consumer sees of a server that hangs, or of a connection cut without a
+   * TCP reset; without this, it would wait for good.
+   */
+  idleTimeoutMs?: number;
 }
 
 /** One `applyOps` call's worth of decoded messages ({@link foldMessages}). */
@@ -238,6 +250,10 @@ export class StreamConsumer implements AsyncDisposable {
   #drainTimer: ReturnType<typeof setTimeout> | null = null;
   #reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   #statusTimer: ReturnType<typeof setInterval> | null = null;
+  readonly #idleTimeoutMs: number;
+  #idleTimer: ReturnType<typeof setInterval> | null = null;
+  /** When the current socket was made or last delivered a message (performance.now()). */
+  #lastActivity = 0;
   #statusDirty = false;
   #statusWrittenAt = -Infinity;
   #started = false;
@@ -256,6 +272,7 @@ export class StreamConsumer implements AsyncDisposable {
       opts.maxQueuedMessages,
       MAX_QUEUED_MESSAGES,
     );
+    this.#idleTimeoutMs = positiveOption("idleTimeoutMs", opts.idleTimeoutMs, IDLE_TIMEOUT_MS);
     this.#control = {
       log: this.#log,
       fail: (reason) => {
@@ -306,6 +323,9 @@ export class StreamConsumer implements AsyncDisposable {
     this.#cursor = readCursor(this.#ctx.db, this.#protocol.cursorName);
     this.#parser?.start();
     this.#statusTimer = setInterval(() => this.#writeStatus(false), STATUS_INTERVAL_MS);
+    // Checked a few times per timeout: a timestamp per message is cheaper than a timer each.
+    const every = Math.max(10, Math.min(STATUS_INTERVAL_MS, Math.floor(this.#idleTimeoutMs / 4)));
+    this.#idleTimer = setInterval(() => this.#checkIdle(), every);
     this.#connect();
   }
 
@@ -323,8 +343,14 @@ export class StreamConsumer implements AsyncDisposable {
     for (const timer of [this.#reconnectTimer, this.#drainTimer]) {
       if (timer !== null) clearTimeout(timer);
     }
-    if (this.#statusTimer !== null) clearInterval(this.#statusTimer);
-    this.#reconnectTimer = this.#drainTimer = this.#statusTimer = null;
+    for (const timer of [this.#statusTimer, this.#idleTimer]) {
+      if (timer !== null) clearInterval(timer);
+    }
+    this.#reconnectTimer =
+      this.#drainTimer =
+      this.#statusTimer =
+      this.#idleTimer =
+        null;
     const socket = this.#socket;
     if (socket !== null) {
       try {
@@ -363,6 +389,7 @@ export class StreamConsumer implements AsyncDisposable {
     }
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
+    this.#lastActivity = performance.now();
     let resolveClosed!: () => void;
     this.#socketClosed = new Promise((r) => (resolveClosed = r));
     socket.onopen = () => {
@@ -374,6 +401,7 @@ export class StreamConsumer implements AsyncDisposable {
     socket.onmessage = (event: MessageEvent) => {
       // Once paused, what still arrives is dropped: the stream replays it from the cursor.
       if (this.#socket !== socket || this.#paused) return;
+      this.#lastActivity = performance.now();
       if (this.#parser?.active) this.#parser.push(event.data);
       else {
         this.#queue.push({ raw: event.data });
@@ -431,6 +459,20 @@ export class StreamConsumer implements AsyncDisposable {
       this.#socketGone(socket, url, { abandoned: true });
     }, CLOSE_TIMEOUT_MS);
     this.#socketClosed.then(() => clearTimeout(timer));
+  }
+
+  /** Closes a connection silent for the idle timeout; the consumer reconnects from its cursor. */
+  #checkIdle(): void {
+    if (this.#socket === null || this.#paused || this.#closing !== null) return;
+    const silentMs = performance.now() - this.#lastActivity;
+    if (silentMs < this.#idleTimeoutMs) return;
+    this.#log.info("Stream silent; reconnecting from the stored cursor", {
+      silentMs: Math.round(silentMs),
+      opened: this.#openedAt > 0,
+      cursor: this.#cursor,
+    });
+    this.#lastActivity = performance.now(); // one close per timeout, even if it hangs
+    this.#closeSocket("no message within the idle timeout");
   }
 
   #dropConnection(): void {

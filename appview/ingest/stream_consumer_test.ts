@@ -129,6 +129,76 @@ Deno.test("consumer options reject a batch or queue bound that is not a positive
     () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", maxQueuedMessages: 2.5 }),
     { name: "RangeError", message: "maxQueuedMessages must be a positive integer, got 2.5" },
   );
+  assert.throws(
+    () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", idleTimeoutMs: 0 }),
+    { name: "RangeError", message: "idleTimeoutMs must be a positive integer, got 0" },
+  );
+});
+
+Deno.test("a silent connection is made again from the cursor after the idle timeout; a busy one is kept", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  stream.append(1, postCommit(1).frame());
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: stream.url,
+    ...FAST,
+    idleTimeoutMs: 150,
+  });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 1, { message: "cursor 1" });
+  // Frames every 30 ms keep the connection.
+  for (let seq = 2; seq <= 11; seq++) {
+    stream.append(seq, postCommit(seq).frame());
+    await new Promise((r) => setTimeout(r, 30));
+  }
+  await waitFor(() => consumer.status().cursor === 11, { message: "cursor 11" });
+  assert.deepEqual(stream.cursors, ["0"]);
+  // Then silence: the consumer closes and reconnects from its cursor, and keeps applying.
+  await waitFor(() => stream.cursors.length === 2, { message: "reconnected", timeoutMs: 3_000 });
+  assert.deepEqual(stream.cursors, ["0", "11"]);
+  await stream.waitForClients(1);
+  stream.append(12, postCommit(12).frame());
+  await waitFor(() => consumer.status().cursor === 12, { message: "cursor 12" });
+  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), 12);
+  const silent = lines.filter((l) =>
+    l.msg === "Stream silent; reconnecting from the stored cursor"
+  );
+  assert.ok(silent.length >= 1);
+  assert.deepEqual([silent[0].opened, silent[0].cursor], [true, 11]);
+  assert.ok((silent[0].silentMs as number) >= 150);
+});
+
+Deno.test("a server that accepts the connection and never answers the upgrade is left after the idle timeout", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn); // read nothing, answer nothing
+  })();
+  using ctx = openTestContext();
+  const consumer = createLocalStreamConsumer(ctx, {
+    url: `ws://127.0.0.1:${listener.addr.port}/xrpc/com.atproto.sync.subscribeRepos`,
+    ...FAST,
+    idleTimeoutMs: 100,
+  });
+  try {
+    consumer.start();
+    await waitFor(() => held.length >= 3, {
+      message: "three connection attempts",
+      timeoutMs: 5_000,
+    });
+    assert.notEqual(consumer.status().state, "live");
+  } finally {
+    await consumer.close();
+    listener.close();
+    for (const conn of held) {
+      try {
+        conn.close();
+      } catch { /* closed by the client */ }
+    }
+    await accepting.catch(() => {});
+  }
+  assert.equal(consumer.status().state, "disabled");
 });
 
 /**
