@@ -23,9 +23,11 @@
  * repository while no other connection writes: revs this writer read or committed are kept in a
  * bounded cache, which is emptied whenever `PRAGMA data_version` (checked once per transaction,
  * under its write lock) shows a commit by another connection, such as a consumer running as its
- * own process. So this relies on one writer per connection, as {@link IndexWriter} says. Only record ops are gated: the handle and account ops of a commit
- * (`HandleOp` of a push, `AccountOp` of a first commit) state current facts, not repository
- * history, and are applied regardless. A commit passed over is counted (`stale`), not skipped.
+ * own process. So this relies on one writer per connection, as {@link IndexWriter} says.
+ *
+ * Only record ops are gated: the handle and account ops of a commit (`HandleOp` of a push,
+ * `AccountOp` of a first commit) state current facts, not repository history, and are applied
+ * regardless. A commit passed over is counted (`stale`), not skipped.
  *
  * @module
  */

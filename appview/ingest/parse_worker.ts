@@ -42,7 +42,7 @@ export interface ParseResult {
 /**
  * The results of a batch as a parse worker posts them. Decoded events are plain JSON data (ops
  * with lex JSON records), and as JSON text they cost both threads less than as a structured
- * clone: in the stream bench, about 3% more frames per second. Anything else (a frame the
+ * clone: in the stream bench, about 2% less CPU per frame. Anything else (a frame the
  * worker only describes, with values from the input that JSON may not carry exactly, or a value
  * JSON cannot encode at all, such as a BigInt) goes as the objects themselves.
  */
