@@ -44,6 +44,18 @@ function frames(): Uint8Array[] {
   return out;
 }
 
+/** The local-stream protocol with its parse worker module replaced by `workerUrl`. */
+function localStreamWithWorker(url: string, workerUrl: string): StreamProtocol {
+  const local = new LocalStreamProtocol(url);
+  return {
+    consumer: local.consumer,
+    cursorName: local.cursorName,
+    connectUrl: (cursor) => local.connectUrl(cursor),
+    decode: (data, cursor, control) => local.decode(data, cursor, control),
+    parser: { ...local.parser, workerUrl: new URL(workerUrl) },
+  };
+}
+
 async function consume(parseInWorker: boolean): Promise<{ dump: unknown; cursor: number | null }> {
   await using stream = startFakeRepoStream();
   using ctx = openTestContext({ now: NOW });
@@ -83,14 +95,7 @@ Deno.test("a parse worker that fails loses nothing: the consumer resumes from it
   await using stream = startFakeRepoStream();
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log, now: NOW });
-  const local = new LocalStreamProtocol(stream.url);
-  const protocol: StreamProtocol = {
-    consumer: local.consumer,
-    cursorName: local.cursorName,
-    connectUrl: (cursor) => local.connectUrl(cursor),
-    decode: (data, cursor, control) => local.decode(data, cursor, control),
-    parser: { ...local.parser, workerUrl: new URL(`file://${failing}`) },
-  };
+  const protocol = localStreamWithWorker(stream.url, `file://${failing}`);
   await using consumer = new StreamConsumer(ctx, protocol, FAST);
   consumer.start();
   await stream.waitForClients(1);
@@ -145,14 +150,7 @@ Deno.test("a parse worker whose module cannot load costs no reconnect: the consu
   }
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log, now: NOW });
-  const local = new LocalStreamProtocol(stream.url);
-  const protocol: StreamProtocol = {
-    consumer: local.consumer,
-    cursorName: local.cursorName,
-    connectUrl: (cursor) => local.connectUrl(cursor),
-    decode: (data, cursor, control) => local.decode(data, cursor, control),
-    parser: { ...local.parser, workerUrl: new URL(`file://${dir.path}/missing_worker.ts`) },
-  };
+  const protocol = localStreamWithWorker(stream.url, `file://${dir.path}/missing_worker.ts`);
   await using consumer = new StreamConsumer(ctx, protocol, FAST);
   consumer.start();
   await waitFor(() => consumer.status().cursor === 20, { message: "cursor 20" });
