@@ -10,7 +10,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js";
 import { CID } from "multiformats/cid";
-import { CborError, decodeCbor, encodeCbor } from "./cbor.ts";
+import { CborError, decodeCbor, decodeCidBytes, encodeCbor } from "./cbor.ts";
 import { formatCid, HASH_SHA256 } from "./cid.ts";
 
 /** Thrown for any CAR input that is malformed, truncated, too large or fails verification. */
@@ -224,7 +224,7 @@ class LazyVerifiedBlocks extends Map<string, Uint8Array> {
 
 function decodeSectionCid(cidBytes: Uint8Array, start: number): CID {
   try {
-    return CID.decode(cidBytes);
+    return decodeCidBytes(cidBytes);
   } catch (err) {
     throw new CarError(`CAR section at byte ${start} has an invalid CID`, { cause: err });
   }

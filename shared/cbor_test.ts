@@ -2,7 +2,8 @@
 import assert from "node:assert/strict";
 import { CID } from "multiformats/cid";
 import { CborError, decodeCbor, decodeCborFirst, encodeCbor } from "./cbor.ts";
-import { cidForCbor } from "./cid.ts";
+import * as dagCbor from "@ipld/dag-cbor";
+import { cidForCbor, cidForRaw } from "./cid.ts";
 
 function hex(bytes: Uint8Array): string {
   return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(" ");
@@ -202,4 +203,100 @@ Deno.test("encodeCbor and decodeCbor return plain Uint8Arrays, never Node Buffer
   assert.equal(bytes.constructor, Uint8Array);
   const back = decodeCbor(bytes) as { b: Uint8Array };
   assert.equal(back.b.constructor, Uint8Array);
+});
+
+/** A random data-model value (deterministic for a seed), nesting at most `depth` levels. */
+function randomValue(rand: () => number, depth: number): unknown {
+  const pick = Math.floor(rand() * (depth > 0 ? 10 : 7));
+  const ints = [0, 23, 24, 255, 256, 65535, 65536, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
+  switch (pick) {
+    case 0:
+      return (ints[Math.floor(rand() * ints.length)] * (rand() < 0.5 ? -1 : 1)) || 0; // not -0
+    case 1:
+      return (Math.floor(rand() * 2 ** (1 + Math.floor(rand() * 52))) * (rand() < 0.3 ? -1 : 1)) ||
+        0;
+    case 2: {
+      const alphabet = ["a", "Z", "0", " ", "é", "€", "😀", "\uFEFF", "\u0000", "字"];
+      let s = "";
+      for (let n = Math.floor(rand() * 40); n > 0; n--) {
+        s += alphabet[Math.floor(rand() * alphabet.length)];
+      }
+      return s;
+    }
+    case 3:
+      return new Uint8Array(Math.floor(rand() * 70)).map(() => Math.floor(rand() * 256));
+    case 4:
+      return [true, false, null][Math.floor(rand() * 3)];
+    case 5:
+      return cidForCbor(new Uint8Array([Math.floor(rand() * 256)]));
+    case 6:
+      return cidForRaw(new Uint8Array([Math.floor(rand() * 256)]));
+    case 7:
+    case 8: {
+      const out: Record<string, unknown> = {};
+      for (let n = Math.floor(rand() * 6); n > 0; n--) {
+        out[["a", "b", "$type", "text", "ab", "é", "createdAt"][Math.floor(rand() * 7)]] =
+          randomValue(rand, depth - 1);
+      }
+      return out;
+    }
+    default:
+      return Array.from({ length: Math.floor(rand() * 5) }, () => randomValue(rand, depth - 1));
+  }
+}
+
+Deno.test("decodeCbor reads back every random data-model value encodeCbor writes", () => {
+  let seed = 777;
+  const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  for (let i = 0; i < 2000; i++) {
+    const value = randomValue(rand, 4);
+    assert.deepEqual(decodeCbor(encodeCbor(value)), value);
+  }
+});
+
+Deno.test("decodeCbor accepts only canonical input that @ipld/dag-cbor also accepts", () => {
+  // Mutations of valid encodings: whatever the strict decoder accepts must re-encode to the
+  // exact input (canonical form) and must be valid DAG-CBOR to the reference library too.
+  let seed = 4242;
+  const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  let accepted = 0;
+  let rejected = 0;
+  for (let i = 0; i < 5000; i++) {
+    const bytes = encodeCbor(randomValue(rand, 3)).slice();
+    const at = Math.floor(rand() * bytes.length);
+    const mode = Math.floor(rand() * 3);
+    let input = bytes;
+    if (mode === 0) bytes[at] = Math.floor(rand() * 256);
+    else if (mode === 1) bytes[at] ^= 1 << Math.floor(rand() * 8);
+    else input = bytes.subarray(0, at);
+    let decoded: unknown;
+    try {
+      decoded = decodeCbor(input);
+    } catch (err) {
+      assert.ok(err instanceof CborError, `input ${hex(input)} threw ${err}`);
+      rejected++;
+      continue;
+    }
+    accepted++;
+    assert.equal(hex(encodeCbor(decoded)), hex(input), `input ${hex(input)} is not canonical`);
+    assert.doesNotThrow(() => dagCbor.decode(input), `dag-cbor refuses ${hex(input)}`);
+  }
+  // Both outcomes are exercised (a flipped byte inside a string or number stays valid).
+  assert.ok(accepted > 500 && rejected > 500, `accepted ${accepted}, rejected ${rejected}`);
+});
+
+Deno.test("decodeCbor builds sha-256 CIDv1 links that equal multiformats' own", () => {
+  for (const cid of [cidForCbor(new Uint8Array([1])), cidForRaw(new Uint8Array([2]))]) {
+    const back = decodeCbor(encodeCbor({ l: cid })) as { l: CID };
+    assert.ok(back.l instanceof CID);
+    assert.ok(back.l.equals(cid));
+    assert.equal(back.l.toString(), cid.toString());
+    assert.deepEqual(back.l.multihash.digest, cid.multihash.digest);
+    assert.equal(back.l.multihash.code, 0x12);
+    assert.equal(back.l.code, cid.code);
+  }
+  // A CIDv0 inside tag 42 (not the common shape) still decodes through multiformats.
+  const v0 = CID.parse("QmdfTbBqBPQ7VNxZEYEj14VmRuZBkqFbiwReogJgS1zR1n");
+  const back = decodeCbor(fromHex("d8 2a 58 23 00 " + hex(v0.bytes))) as CID;
+  assert.equal(back.toString(), v0.toString());
 });
