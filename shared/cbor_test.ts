@@ -1,5 +1,6 @@
 // Strict DAG-CBOR codec (reference atproto.md section 9.3; spec part 6 firehose frames).
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import { CID } from "multiformats/cid";
 import { CborError, decodeCbor, decodeCborFirst, encodeCbor } from "./cbor.ts";
 import * as dagCbor from "@ipld/dag-cbor";
@@ -299,4 +300,17 @@ Deno.test("decodeCbor builds sha-256 CIDv1 links that equal multiformats' own", 
   const v0 = CID.parse("QmdfTbBqBPQ7VNxZEYEj14VmRuZBkqFbiwReogJgS1zR1n");
   const back = decodeCbor(fromHex("d8 2a 58 23 00 " + hex(v0.bytes))) as CID;
   assert.equal(back.toString(), v0.toString());
+});
+
+Deno.test("decoded byte strings are copies, also from a Buffer; CIDs are views of the input", () => {
+  const cid = cidForCbor(new Uint8Array([7]));
+  const encoded = encodeCbor({ b: new Uint8Array([1, 2, 3]), l: cid });
+  for (const input of [encoded, Buffer.from(encoded)]) {
+    const back = decodeCbor(input) as { b: Uint8Array; l: CID };
+    assert.equal(back.b.constructor, Uint8Array);
+    assert.notEqual(back.b.buffer, input.buffer);
+    assert.equal(back.l.bytes.buffer, input.buffer); // documented: decode a copy to keep CIDs
+    input.fill(0);
+    assert.deepEqual(back.b, new Uint8Array([1, 2, 3]));
+  }
 });

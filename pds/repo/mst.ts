@@ -360,7 +360,9 @@ function isCid(ref: CID | MemNode): ref is CID {
 /** Decodes and checks a stored node block (keys rebuilt from the prefix compression). */
 export function decodeNode(bytes: Uint8Array, cid: CID): MemNode {
   const where = formatCid(cid);
-  const data = decodeCbor(bytes) as Record<string, unknown>;
+  // Nodes are cached, and decoded CIDs are views of what they were read from: decode a copy of
+  // the block, so that a cached node does not keep the whole commit pack it came from alive.
+  const data = decodeCbor(bytes.slice()) as Record<string, unknown>;
   if (data === null || typeof data !== "object" || !Array.isArray(data.e)) {
     throw new MstError(`MST node ${where} is malformed`);
   }

@@ -3,6 +3,7 @@ import { type CID, encodeBlock, formatCid, parseCid } from "../../shared/cid.ts"
 import {
   type Block,
   commonPrefixLength,
+  decodeNode,
   EMPTY_TREE_CID,
   keyHeight,
   Mst,
@@ -161,4 +162,20 @@ Deno.test({
       }
     }
   },
+});
+
+Deno.test("a decoded node does not share memory with the buffer its block was read from", () => {
+  const value = encodeBlock({ text: "x" }).cid;
+  const node = encodeBlock({
+    e: [{ k: new TextEncoder().encode("app.social.feed.post/3k"), p: 0, t: null, v: value }],
+    l: value,
+  });
+  // As a block read out of a stored commit pack: a view into a larger buffer.
+  const pack = new Uint8Array(10_000);
+  pack.set(node.bytes, 500);
+  const decoded = decodeNode(pack.subarray(500, 500 + node.bytes.length), node.cid);
+  assert.equal(decoded.entries[0].key, "app.social.feed.post/3k");
+  assert.equal(formatCid(decoded.entries[0].value), formatCid(value));
+  assert.notEqual((decoded.left as CID).bytes.buffer, pack.buffer);
+  assert.notEqual(decoded.entries[0].value.bytes.buffer, pack.buffer);
 });
