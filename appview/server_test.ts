@@ -6,7 +6,12 @@ import { ConfigError, loadAppviewConfig } from "./config.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_LOCAL, CONSUMER_PUBLIC, readConsumerStatus } from "./db/state.ts";
 import { didOf, postOp, uriOf } from "./ingest/_fixtures.ts";
-import { captureLogger, makeCommit, startFakeRepoStream } from "./ingest/_stream_testing.ts";
+import {
+  captureLogger,
+  FAST_BACKOFF,
+  makeCommit,
+  startFakeRepoStream,
+} from "./ingest/_stream_testing.ts";
 import { IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES, startAppview } from "./server.ts";
 import { WAL_AUTOCHECKPOINT_PAGES } from "./db/open.ts";
 import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts";
@@ -14,7 +19,6 @@ import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
 const SECRET = "push-secret";
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 
 Deno.test("startAppview serves HTTP and runs both consumers and handle sync on one database", async () => {
   await using dir = await makeTempDir();
@@ -28,7 +32,12 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
     APPVIEW_JETSTREAM_URL: js.url,
     APPVIEW_INGEST_SECRET: SECRET,
   });
-  const appview = await startAppview({ config, log, localStream: FAST, publicStream: FAST });
+  const appview = await startAppview({
+    config,
+    log,
+    localStream: FAST_BACKOFF,
+    publicStream: FAST_BACKOFF,
+  });
   try {
     assert.ok(appview.url !== null);
     // Push over real HTTP.

@@ -12,6 +12,7 @@ import type { AppviewContext } from "../appview/context.ts";
 import { COLLECTION_LIKE, COLLECTION_POST } from "../shared/nsid.ts";
 import { deleteOp, didOf, likeOp, postOp, repostOp, uriOf } from "../appview/ingest/_fixtures.ts";
 import {
+  FAST_BACKOFF,
   makeCommit,
   openTestContext,
   revOf,
@@ -27,7 +28,6 @@ const BOB = didOf("bob");
 const POST = uriOf(ALICE, COLLECTION_POST, "3kalicepost12");
 const LIKE_RKEY = "3kboblike1232";
 const T0 = 1_725_911_162_000_000;
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 
 /** Alice posts (her first commit); Bob likes it (his first), unlikes it, then reposts it. */
 function history(): TestCommit[] {
@@ -75,7 +75,7 @@ Deno.test("stream delivers N then N+1, a late push of N is passed over: the like
   await using _server = server;
   const [post, like, unlike] = history();
   for (const c of [post, like, unlike]) stream.append(c.seq, c.frame());
-  await using local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   local.start();
   await waitFor(() => local.status().cursor === 3);
   assert.deepEqual(counts(ctx), {
@@ -104,7 +104,7 @@ Deno.test("a push that arrives before the commit preceding it is passed over; th
   const { server, push } = pushServer(ctx);
   await using _server = server;
   const [post, like, unlike, repost] = history();
-  await using local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   local.start();
   await stream.waitForClients(1);
   stream.append(post.seq, post.frame());
@@ -161,7 +161,7 @@ Deno.test("a rewound public stream redelivering an older commit does not undo a 
   await using dir = await makeTempDir();
   using ctx = openTestContext({ dbPath: `${dir.path}/index.sqlite` });
   await using js = startFakeJetstream();
-  await using pub = createJetstreamConsumer(ctx, { url: js.url, ...FAST })!;
+  await using pub = createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF })!;
   pub.start();
   await js.waitForClients(1);
   const [post, like, unlike] = history();

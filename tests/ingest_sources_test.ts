@@ -23,6 +23,7 @@ import {
 } from "../appview/ingest/_fixtures.ts";
 import {
   captureLogger,
+  FAST_BACKOFF,
   FIXED_NOW,
   makeCommit,
   openTestContext,
@@ -39,7 +40,6 @@ const BOB = didOf("bob");
 const CAROL = didOf("carol");
 const P1 = uriOf(ALICE, COLLECTION_POST, "3kalicepost12");
 const T0 = 1_725_911_162_000_000;
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 
 /** A small history touching every table: profiles, posts, likes, reposts, follows, replies. */
 function scenario(): TestCommit[] {
@@ -78,8 +78,8 @@ async function openHarness() {
   const ctx = openTestContext({ log, now: FIXED_NOW });
   const stream = startFakeRepoStream();
   const js = startFakeJetstream();
-  const local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
-  const pub = createJetstreamConsumer(ctx, { url: js.url, ...FAST })!;
+  const local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+  const pub = createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF })!;
   local.start();
   pub.start();
   await Promise.all([stream.waitForClients(1), js.waitForClients(1)]);
@@ -236,8 +236,10 @@ Deno.test("both stream cursors persist independently across a restart; the publi
     await using stream = startFakeRepoStream();
     await using js = startFakeJetstream();
     using ctx = openTestContext({ dbPath });
-    await using local = startConsumer(createLocalStreamConsumer(ctx, { url: stream.url, ...FAST }));
-    await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+    await using local = startConsumer(
+      createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
+    );
+    await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
     await js.waitForClients(1);
     for (const c of commits) stream.append(c.seq, c.frame());
     for (const c of commits) for (const e of c.jetstream(T0 + c.seq * 100)) js.send(e);
@@ -249,8 +251,10 @@ Deno.test("both stream cursors persist independently across a restart; the publi
   await using stream = startFakeRepoStream();
   await using js = startFakeJetstream();
   for (const c of scenario()) stream.append(c.seq, c.frame());
-  await using local = startConsumer(createLocalStreamConsumer(ctx, { url: stream.url, ...FAST }));
-  await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await using local = startConsumer(
+    createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
+  );
+  await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await waitFor(() => local.status().cursor === 8);
   await js.waitForClients(1);
   assert.deepEqual(stream.cursors, ["3"]);
@@ -278,7 +282,9 @@ Deno.test("with the push target down every post still arrives through the local 
     );
     stream.append(seq, makeCommit(seq, [postOp(did, rkey, `post number ${seq}`)]).frame());
   }
-  await using local = startConsumer(createLocalStreamConsumer(ctx, { url: stream.url, ...FAST }));
+  await using local = startConsumer(
+    createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
+  );
   await waitFor(() => local.status().cursor === 60);
   assert.equal(ctx.db.prepare("SELECT count(*) AS n FROM posts").get()?.n, 60);
   for (const did of authors) {

@@ -19,6 +19,9 @@ import { openIndexDb } from "../db/open.ts";
 import { IndexWriter } from "./apply_ops.ts";
 import { serveOnPort0, type TestServer, waitFor } from "../../tests/_util.ts";
 
+/** Consumer options for tests: reconnect within milliseconds. */
+export const FAST_BACKOFF = { backoff: { initialMs: 5, maxMs: 20 } };
+
 /** Path of the stream endpoint. */
 export const SUBSCRIBE_REPOS_PATH = "/xrpc/com.atproto.sync.subscribeRepos";
 const TIME = "2024-05-01T12:00:00.000Z";

@@ -9,14 +9,13 @@ import {
   readCursor,
 } from "../db/state.ts";
 import { didOf, followOp, postOp } from "./_fixtures.ts";
-import { captureLogger, makeCommit, openTestContext } from "./_stream_testing.ts";
+import { captureLogger, FAST_BACKOFF, makeCommit, openTestContext } from "./_stream_testing.ts";
 import { createJetstreamConsumer, JETSTREAM_REWIND_US, JetstreamProtocol } from "./jetstream.ts";
 import type { StreamConsumer } from "./stream_consumer.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
 const T0 = 1_725_911_162_329_308;
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 
 function postEvent(i: number, did = ALICE): Record<string, unknown> {
   return makeCommit(i, [postOp(did, `3kaaaaaaaa${String(i).padStart(3, "a")}`, `post ${i}`)])
@@ -36,7 +35,7 @@ function started(consumer: StreamConsumer | null): StreamConsumer {
 Deno.test("public consumer asks for app.social.* and applies commit events (spec 6.3)", async () => {
   await using js = startFakeJetstream();
   using ctx = openTestContext();
-  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await js.waitForClients(1);
   assert.equal(js.requests[0].get("wantedCollections"), "app.social.*");
   assert.equal(js.requests[0].get("cursor"), null);
@@ -52,7 +51,7 @@ Deno.test("public consumer asks for app.social.* and applies commit events (spec
 Deno.test("public consumer rewinds the stored cursor a few seconds on reconnect", async () => {
   await using js = startFakeJetstream();
   using ctx = openTestContext();
-  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await js.waitForClients(1);
   js.send(postEvent(1));
   await waitFor(() => consumer.status().cursor === T0 + 10);
@@ -72,7 +71,7 @@ Deno.test("public consumer rewinds the stored cursor a few seconds on reconnect"
 Deno.test("public consumer applies identity events as handle updates", async () => {
   await using js = startFakeJetstream();
   using ctx = openTestContext();
-  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await js.waitForClients(1);
   js.send(postEvent(1));
   js.send({
@@ -91,7 +90,7 @@ Deno.test("public consumer applies identity events as handle updates", async () 
 Deno.test("public consumer resolves a follow delete by rkey (spec 6.3)", async () => {
   await using js = startFakeJetstream();
   using ctx = openTestContext();
-  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await js.waitForClients(1);
   const follow = makeCommit(1, [followOp(BOB, "3kfollowfoll2", ALICE)]).jetstream(T0 + 1)[0];
   js.send(follow);
@@ -114,7 +113,7 @@ Deno.test("public consumer skips malformed events with a log line and applies la
   await using js = startFakeJetstream();
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log });
-  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST }));
+  await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await js.waitForClients(1);
   const bad = [
     "{not json",

@@ -17,6 +17,7 @@ import { didOf, likeOp, openTestIndex, postOp, uriOf } from "./_fixtures.ts";
 import {
   captureLogger,
   errorFrame,
+  FAST_BACKOFF,
   infoFrame,
   makeCommit,
   openTestContext,
@@ -27,7 +28,6 @@ import { backoffDelay } from "./stream_consumer.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 
 function postCommit(seq: number, did = ALICE) {
   return makeCommit(seq, [postOp(did, `3kaaaaaaaa${String(seq).padStart(3, "a")}`, `post ${seq}`)]);
@@ -41,7 +41,7 @@ Deno.test("local consumer applies #commit frames and stores seq in its own curso
   await using stream = startFakeRepoStream();
   using ctx = openTestContext();
   for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 3);
   assert.equal(postCount(ctx.db), 3);
@@ -57,7 +57,7 @@ Deno.test("local consumer resumes after the stored cursor when the connection dr
   using ctx = openTestContext();
   stream.append(1, postCommit(1).frame());
   stream.append(2, postCommit(2).frame());
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 2);
   stream.dropClients();
@@ -72,14 +72,17 @@ Deno.test("local consumer restarted on the same database resumes from the persis
   await using stream = startFakeRepoStream({ ignoreCursor: true });
   using ctx = openTestContext();
   for (let seq = 1; seq <= 4; seq++) stream.append(seq, postCommit(seq).frame());
-  const first = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  const first = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   first.start();
   await waitFor(() => first.status().cursor === 4);
   await first.close();
   const applied = ctx.writer.stats().applied;
   const { log, lines } = captureLogger();
   // The fake replays everything from seq 1 (ignoring the cursor): all four are duplicates.
-  await using second = createLocalStreamConsumer({ ...ctx, log }, { url: stream.url, ...FAST });
+  await using second = createLocalStreamConsumer({ ...ctx, log }, {
+    url: stream.url,
+    ...FAST_BACKOFF,
+  });
   second.start();
   await waitFor(() => lines.filter((l) => l.msg === "Duplicate frame dropped").length === 4);
   assert.equal(stream.cursors[1], "4");
@@ -94,7 +97,7 @@ Deno.test("local consumer accepts CID links in binary and string form (spec 6.2 
   using ctx = openTestContext();
   stream.append(1, postCommit(1).frame({ cidForm: "instance" }));
   stream.append(2, postCommit(2).frame({ cidForm: "string" }));
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 2);
   assert.equal(postCount(ctx.db), 2);
@@ -190,7 +193,7 @@ Deno.test("local consumer skips hostile frames with a log line, keeps its connec
   await using stream = startFakeRepoStream();
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log });
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await stream.waitForClients(1);
   const hostile = hostileFrames();
@@ -218,7 +221,7 @@ Deno.test("local consumer rejects a frame over its size bound", async () => {
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
     maxFrameBytes: 64 * 1024,
-    ...FAST,
+    ...FAST_BACKOFF,
   });
   consumer.start();
   await stream.waitForClients(1);
@@ -238,7 +241,7 @@ Deno.test("local consumer logs #info OutdatedCursor and keeps consuming (spec 6.
   await using stream = startFakeRepoStream();
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log });
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await stream.waitForClients(1);
   stream.sendRaw(
@@ -260,7 +263,7 @@ Deno.test("local consumer drops the connection on an error frame and reconnects 
   await using stream = startFakeRepoStream();
   using ctx = openTestContext();
   stream.append(1, postCommit(1).frame());
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 1);
   stream.sendRaw(errorFrame("FutureCursor", "Cursor in the future."));
@@ -277,7 +280,7 @@ Deno.test("local consumer applies frames that queue up together in fewer transac
   const frames = Array.from({ length: 300 }, (_, i) => postCommit(i + 1, i % 2 ? BOB : ALICE));
   for (const c of frames) stream.append(c.seq, c.frame());
   const before = ctx.writer.stats().batches;
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 300);
   assert.equal(postCount(ctx.db), 300);
@@ -290,7 +293,7 @@ Deno.test("local consumer reports backoff with the error while the account host 
   const url = stream.url;
   await stream.close();
   using ctx = openTestContext();
-  await using consumer = createLocalStreamConsumer(ctx, { url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state === "backoff");
   assert.ok(consumer.status().lastError !== null);
@@ -305,7 +308,7 @@ Deno.test("a like and its post in one commit are applied together", async () => 
   const postUri = uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaaa2");
   stream.append(1, makeCommit(1, [post]).frame());
   stream.append(2, makeCommit(2, [likeOp(BOB, "3kaaaaaaaaab2", postUri)]).frame());
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 2);
   assert.equal(

@@ -10,6 +10,7 @@ import { dumpTables } from "../db/_testing.ts";
 import { didOf, likeOp, postOp, uriOf } from "./_fixtures.ts";
 import {
   captureLogger,
+  FAST_BACKOFF,
   infoFrame,
   makeCommit,
   openTestContext,
@@ -21,7 +22,6 @@ import { StreamConsumer, type StreamProtocol } from "./stream_consumer.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 const NOW = () => new Date("2026-11-21T12:00:00.000Z");
 
 /** 200 commits (posts and likes of them) with hostile frames between them. */
@@ -60,7 +60,7 @@ async function consume(parseInWorker: boolean): Promise<{ dump: unknown; cursor:
   await using stream = startFakeRepoStream();
   using ctx = openTestContext({ now: NOW });
   await using consumer = new StreamConsumer(ctx, new LocalStreamProtocol(stream.url), {
-    ...FAST,
+    ...FAST_BACKOFF,
     parseInWorker,
   });
   consumer.start();
@@ -96,7 +96,7 @@ Deno.test("a parse worker that fails loses nothing: the consumer resumes from it
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log, now: NOW });
   const protocol = localStreamWithWorker(stream.url, `file://${failing}`);
-  await using consumer = new StreamConsumer(ctx, protocol, FAST);
+  await using consumer = new StreamConsumer(ctx, protocol, FAST_BACKOFF);
   consumer.start();
   await stream.waitForClients(1);
   await waitFor(() => consumer.parsesInWorker, { message: "worker ready" });
@@ -151,7 +151,7 @@ Deno.test("a parse worker whose module cannot load costs no reconnect: the consu
   const { log, lines } = captureLogger();
   using ctx = openTestContext({ log, now: NOW });
   const protocol = localStreamWithWorker(stream.url, `file://${dir.path}/missing_worker.ts`);
-  await using consumer = new StreamConsumer(ctx, protocol, FAST);
+  await using consumer = new StreamConsumer(ctx, protocol, FAST_BACKOFF);
   consumer.start();
   await waitFor(() => consumer.status().cursor === 20, { message: "cursor 20" });
   await waitFor(() =>

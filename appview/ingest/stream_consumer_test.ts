@@ -12,6 +12,7 @@ import { didOf, postOp } from "./_fixtures.ts";
 import {
   captureLogger,
   errorFrame,
+  FAST_BACKOFF,
   makeCommit,
   openTestContext,
   startFakeRepoStream,
@@ -21,7 +22,6 @@ import type { IndexWriter } from "./apply_ops.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
-const FAST = { backoff: { initialMs: 5, maxMs: 20 } };
 const FRAMES = 300;
 
 function postCommit(seq: number) {
@@ -58,7 +58,7 @@ Deno.test("a queued backlog is applied one transaction per event-loop turn (maxB
   const turns = watchTurns(ctx.writer);
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
-    ...FAST,
+    ...FAST_BACKOFF,
     maxBatchOps: 10,
     yieldBetweenBatches: true,
   });
@@ -83,7 +83,7 @@ Deno.test("too many waiting messages close the stream until they are applied; it
   for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
-    ...FAST,
+    ...FAST_BACKOFF,
     maxBatchOps: 20,
     yieldBetweenBatches: true,
     maxQueuedMessages: 50,
@@ -142,7 +142,7 @@ Deno.test("a silent connection is made again from the cursor after the idle time
   stream.append(1, postCommit(1).frame());
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
-    ...FAST,
+    ...FAST_BACKOFF,
     idleTimeoutMs: 150,
   });
   consumer.start();
@@ -178,7 +178,7 @@ Deno.test("a server that accepts the connection and never answers the upgrade is
   using ctx = openTestContext();
   const consumer = createLocalStreamConsumer(ctx, {
     url: `ws://127.0.0.1:${listener.addr.port}/xrpc/com.atproto.sync.subscribeRepos`,
-    ...FAST,
+    ...FAST_BACKOFF,
     idleTimeoutMs: 100,
   });
   try {
@@ -299,7 +299,7 @@ Deno.test({
     using ctx = openTestContext({ log });
     const consumer = createLocalStreamConsumer(ctx, {
       url: stream.url,
-      ...FAST,
+      ...FAST_BACKOFF,
       yieldBetweenBatches: true,
       maxQueuedMessages: 20,
     });
@@ -333,7 +333,7 @@ Deno.test({
     const stream = startDeafRepoStream(frames, { thenOnFirst: errorFrame("FutureCursor") });
     const { log, lines } = captureLogger();
     using ctx = openTestContext({ log });
-    const consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST });
+    const consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
     try {
       consumer.start();
       await waitFor(() => stream.cursors.length === 2, { timeoutMs: 10_000 });
