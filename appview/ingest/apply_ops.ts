@@ -4,6 +4,9 @@
  * `BEGIN IMMEDIATE ... COMMIT` transactions of up to `batchSize` ops with statements prepared
  * once. Writes are idempotent upserts (spec 6.2 rule 4): the same op twice leaves the same rows
  * and counters.
+ * Full-text rows are the exception to "in op order": they are queued during the transaction
+ * and written just before COMMIT (`search_writes.ts`), which keeps FTS5 from writing a
+ * segment per op.
  *
  * Bad input never stops ingest: an op with an invalid DID, rkey, CID or handle (`invalid_op`), a
  * record that fails `validateRecord` (`invalid_record`; not checked again when the op says it
@@ -51,6 +54,7 @@ import { InteractionIndexer, LIKE_KIND, REPOST_KIND } from "./index_interactions
 import { PostIndexer } from "./index_posts.ts";
 import { HandleIndexer, ProfileCounters, ProfileIndexer } from "./index_profiles.ts";
 import { Notifier } from "./notify.ts";
+import { SearchIndexWrites } from "./search_writes.ts";
 import { type SkipReason, SkipTally } from "./skips.ts";
 import type { CollectionIndexer } from "./types.ts";
 
@@ -165,6 +169,7 @@ export class IndexWriter {
   readonly #indexers: ReadonlyMap<string, CollectionIndexer>;
   readonly #handles: HandleIndexer;
   readonly #actors: ActorIds;
+  readonly #search: SearchIndexWrites;
   readonly #skips: SkipTally;
   readonly #writeCursor: (name: string, value: number, at: string) => void;
   readonly #savepoint: { begin: StatementSync; release: StatementSync; undo: StatementSync };
@@ -210,8 +215,9 @@ export class IndexWriter {
     const actors = new ActorIds(db);
     this.#actors = actors;
     const notifier = new Notifier(db);
+    this.#search = new SearchIndexWrites(db);
     this.#indexers = new Map<string, CollectionIndexer>([
-      [COLLECTION_POST, new PostIndexer(db, actors, counters, notifier)],
+      [COLLECTION_POST, new PostIndexer(db, actors, counters, notifier, this.#search)],
       [COLLECTION_LIKE, new InteractionIndexer(db, LIKE_KIND, actors, notifier)],
       [COLLECTION_REPOST, new InteractionIndexer(db, REPOST_KIND, actors, notifier)],
       [COLLECTION_FOLLOW, new FollowIndexer(db, actors, counters, notifier)],
@@ -281,7 +287,7 @@ export class IndexWriter {
       if (!(e instanceof OpFailure)) throw e;
       this.#log.warn("Index op failed, re-running its batch op by op", {
         error: e.cause,
-        op: describeOp(batch.ops[e.index]),
+        op: e.index < 0 ? "(full-text index writes of the batch)" : describeOp(batch.ops[e.index]),
       });
       this.#stats.retriedBatches++;
       return this.#transaction(batch, cursor, true);
@@ -322,6 +328,7 @@ export class IndexWriter {
       for (; span < spanEnd; span++) { // commits without ops at the end
         if (!this.#admit(spans[span].commit)) result.stale++;
       }
+      this.#flushSearch();
       for (const did of this.#txDirty) this.#writeRev.run(did, this.#txRevs.get(did)!);
       this.#skips.flush(this.#now().toISOString());
       if (cursor !== undefined) {
@@ -332,6 +339,7 @@ export class IndexWriter {
       for (const did of this.#txDirty) this.#rememberRev(did, this.#txRevs.get(did)!);
     } catch (e) {
       if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      this.#search.discard();
       this.#actors.rollback();
       this.#skips.discard();
       throw e;
@@ -388,6 +396,18 @@ export class IndexWriter {
     this.#revs.set(did, rev);
   }
 
+  /**
+   * Writes the batch's queued full-text changes. A failure is attributed to no single op
+   * (index -1): the batch is re-run op by op, which writes them per op and finds the culprit.
+   */
+  #flushSearch(): void {
+    try {
+      this.#search.flush();
+    } catch (e) {
+      throw new OpFailure(-1, e);
+    }
+  }
+
   #applyOrFail(ops: readonly IndexOp[], index: number): boolean {
     try {
       return this.#applyOne(ops[index]);
@@ -401,10 +421,12 @@ export class IndexWriter {
     const mark = this.#actors.mark();
     try {
       const applied = this.#applyOne(op);
+      this.#search.flush(); // inside the op's savepoint: a failing write skips only this op
       this.#savepoint.release.run();
       return applied;
     } catch (e) {
       this.#savepoint.undo.run();
+      this.#search.discard();
       this.#actors.undoTo(mark);
       this.#savepoint.release.run();
       this.#log.warn("Index op skipped after an error", { error: e, op: describeOp(op) });

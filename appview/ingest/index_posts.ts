@@ -1,6 +1,7 @@
 /**
- * Indexes `app.social.feed.post` records: the post row, its full-text row, the author's
- * `post_count` and the `reply` notification (spec 2.1, 6.5).
+ * Indexes `app.social.feed.post` records: the post row, its full-text row (queued, written
+ * before COMMIT: `search_writes.ts`), the author's `post_count` and the `reply` notification
+ * (spec 2.1, 6.5).
  *
  * - Re-applying the same record (same URI and CID) changes nothing: a redelivered commit costs
  *   one index lookup.
@@ -19,6 +20,7 @@ import type { ActorIds } from "./actors.ts";
 import { placeholderHandle } from "./handles.ts";
 import type { ProfileCounters } from "./index_profiles.ts";
 import { didOfUri, type Notifier } from "./notify.ts";
+import type { SearchIndexWrites } from "./search_writes.ts";
 import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "./types.ts";
 
 // VALUES with scalar subqueries: measured ~40% cheaper than INSERT ... SELECT ... RETURNING.
@@ -47,8 +49,7 @@ export class PostIndexer implements CollectionIndexer {
   readonly #insert: StatementSync;
   readonly #update: StatementSync;
   readonly #delete: StatementSync;
-  readonly #ftsInsert: StatementSync;
-  readonly #ftsDelete: StatementSync;
+  readonly #search: SearchIndexWrites;
   readonly #counters: ProfileCounters;
   readonly #notifier: Notifier;
   readonly #actors: ActorIds;
@@ -58,14 +59,14 @@ export class PostIndexer implements CollectionIndexer {
     actors: ActorIds,
     counters: ProfileCounters,
     notifier: Notifier,
+    search: SearchIndexWrites,
   ) {
     this.#actors = actors;
     this.#find = db.prepare("SELECT id, cid FROM posts WHERE author = ? AND rkey = ?");
     this.#insert = db.prepare(INSERT_POST);
     this.#update = db.prepare(UPDATE_POST);
     this.#delete = db.prepare("DELETE FROM posts WHERE author = ? AND rkey = ? RETURNING id");
-    this.#ftsInsert = db.prepare("INSERT INTO posts_fts (rowid, text) VALUES (?, ?)");
-    this.#ftsDelete = db.prepare("DELETE FROM posts_fts WHERE rowid = ?");
+    this.#search = search;
     this.#counters = counters;
     this.#notifier = notifier;
   }
@@ -97,14 +98,14 @@ export class PostIndexer implements CollectionIndexer {
       now,
     );
     if (inserted.changes === 1) {
-      this.#ftsInsert.run(inserted.lastInsertRowid, text);
+      this.#search.index(inserted.lastInsertRowid, text);
       this.#counters.increment(op.did, "post_count");
     } else {
       const existing = this.#find.get(author, op.rkey) as { id: number; cid: string };
       if (existing.cid === cid) return null; // redelivered: nothing changes
       this.#update.run(existing.id, cid, text, parentUri, rootUri, embed, langs, createdAt);
-      this.#ftsDelete.run(existing.id);
-      this.#ftsInsert.run(existing.id, text);
+      this.#search.remove(existing.id);
+      this.#search.index(existing.id, text);
     }
     const recipient = parentUri === null ? null : didOfUri(parentUri);
     if (recipient !== null) {
@@ -128,7 +129,7 @@ export class PostIndexer implements CollectionIndexer {
     if (author === null) return;
     const row = this.#delete.get(author, op.rkey) as { id: number } | undefined;
     if (row === undefined) return;
-    this.#ftsDelete.run(row.id);
+    this.#search.remove(row.id);
     this.#counters.decrement(op.did, "post_count");
   }
 }

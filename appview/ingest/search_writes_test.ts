@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+import type { IndexOp, RecordOp } from "../../shared/ops.ts";
+import {
+  deleteOp,
+  didOf,
+  handleOp,
+  likeOp,
+  openTestIndex,
+  postOp,
+  profileOp,
+  type TestIndex,
+  uriOf,
+} from "./_fixtures.ts";
+
+// Full-text writes are queued and written before COMMIT (search_writes.ts); these tests check
+// what a search sees afterwards (spec 4.2 search) and that the queue is written in one go.
+
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+
+function search(ix: TestIndex, q: string): string[] {
+  return ix.rows(
+    `SELECT p.rkey FROM posts_fts f JOIN posts p ON p.id = f.rowid
+     WHERE posts_fts MATCH ? ORDER BY f.rowid`,
+    q,
+  ).map((r) => r.rkey as string);
+}
+
+function ftsRowCount(ix: TestIndex): number {
+  return ix.row("SELECT count(*) AS n FROM posts_fts")!.n as number;
+}
+
+/** Rows of FTS5's own storage table: one per segment leaf and structure record. */
+function ftsDataRows(ix: TestIndex): number {
+  return ix.row("SELECT count(*) AS n FROM posts_fts_data")!.n as number;
+}
+
+Deno.test("a batch's net full-text changes are applied: new, updated, deleted, both", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "old", "apple banana"), postOp(ALICE, "gone", "cherry"));
+  assert.deepEqual(search(ix, "apple"), ["old"]);
+  // One transaction: update one post twice, delete another, add one and delete it again, add
+  // one that stays.
+  const result = ix.apply(
+    postOp(ALICE, "old", "damson"),
+    postOp(ALICE, "old", "elderberry fig"),
+    deleteOp(ALICE, COLLECTION_POST, "gone"),
+    postOp(BOB, "brief", "grape"),
+    deleteOp(BOB, COLLECTION_POST, "brief"),
+    postOp(BOB, "new", "honeydew apple"),
+  );
+  assert.deepEqual(result, { applied: 6, skipped: 0 });
+  assert.deepEqual(search(ix, "apple"), ["new"]);
+  assert.deepEqual(search(ix, "banana"), []);
+  assert.deepEqual(search(ix, "damson"), []);
+  assert.deepEqual(search(ix, "elderberry"), ["old"]);
+  assert.deepEqual(search(ix, "cherry"), []);
+  assert.deepEqual(search(ix, "grape"), []);
+  assert.equal(ftsRowCount(ix), 2);
+  assert.deepEqual(ix.rows("SELECT rkey FROM posts ORDER BY id"), [{ rkey: "old" }, {
+    rkey: "new",
+  }]);
+});
+
+Deno.test("a post id reused within one batch is indexed with the new post's text", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "first", "kiwi"), postOp(ALICE, "last", "lemon"));
+  const lastId = ix.row("SELECT id FROM posts WHERE rkey = 'last'")!.id;
+  // Deleting the newest post frees its rowid; SQLite hands it to the next insert.
+  ix.apply(deleteOp(ALICE, COLLECTION_POST, "last"), postOp(BOB, "again", "mango"));
+  assert.equal(ix.row("SELECT id FROM posts WHERE rkey = 'again'")!.id, lastId);
+  assert.deepEqual(search(ix, "lemon"), []);
+  assert.deepEqual(search(ix, "mango"), ["again"]);
+  assert.deepEqual(search(ix, "kiwi"), ["first"]);
+  assert.equal(ftsRowCount(ix), 2);
+});
+
+Deno.test("ops that open statement journals no longer split the full-text index per op", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(BOB, "seed", "seed"));
+  const before = ftsDataRows(ix);
+  // Profile upserts (INSERT ... SELECT), handle changes (multi-row UPDATE) and post deletes
+  // between the posts: each used to make FTS5 write its pending terms as a segment of its own.
+  const ops: IndexOp[] = [];
+  for (let i = 0; i < 100; i++) {
+    const did = didOf(`user${i}`);
+    ops.push(postOp(did, `p${i}`, `word${i} common`));
+    ops.push(profileOp(did, { displayName: `User ${i}` }));
+    ops.push(handleOp(did, `user${i}.test`));
+    if (i % 10 === 9) ops.push(deleteOp(did, COLLECTION_POST, `p${i}`));
+  }
+  assert.deepEqual(ix.writer.applyOps(ops), { applied: ops.length, skipped: 0 });
+  assert.equal(ix.writer.stats().batches, 2);
+  assert.equal(ftsRowCount(ix), 1 + 90);
+  assert.deepEqual(search(ix, "word42"), ["p42"]);
+  assert.deepEqual(search(ix, "word49"), []);
+  // One new segment: one leaf row (the structure record is rewritten in place). Written per op,
+  // this batch added 14 rows (SQLite 3.53, whose merges had already folded most of them).
+  assert.equal(ftsDataRows(ix) - before, 1);
+});
+
+Deno.test("a failing op's full-text write is dropped with it; the batch's others stay", () => {
+  using ix = openTestIndex();
+  const poison: RecordOp = postOp(ALICE, "poison", "boom", { embed: { $type: "x.y.z" } });
+  (poison.record as { embed: Record<string, unknown> }).embed.big = 1n; // JSON cannot encode it
+  const result = ix.writer.applyOps([
+    postOp(ALICE, "before", "nectarine"),
+    poison,
+    postOp(ALICE, "after", "orange"),
+  ]);
+  assert.deepEqual(result, { applied: 2, skipped: 1 });
+  assert.deepEqual(search(ix, "nectarine"), ["before"]);
+  assert.deepEqual(search(ix, "orange"), ["after"]);
+  assert.deepEqual(search(ix, "boom"), []);
+  assert.equal(ftsRowCount(ix), 2);
+});
+
+Deno.test("when the full-text writes fail, the batch is re-run op by op: posts skipped", () => {
+  using ix = openTestIndex();
+  ix.apply(postOp(ALICE, "seed", "seed"));
+  ix.db.exec("DROP TABLE posts_fts"); // every queued full-text write now fails
+  const result = ix.writer.applyOps([
+    postOp(ALICE, "p1", "quince"),
+    likeOp(BOB, "l1", uriOf(ALICE, COLLECTION_POST, "seed")),
+    postOp(BOB, "p2", "raspberry"),
+  ]);
+  assert.deepEqual(result, { applied: 1, skipped: 2 });
+  const stats = ix.writer.stats();
+  assert.equal(stats.retriedBatches, 1);
+  assert.equal(stats.skippedByReason.apply_error, 2);
+  assert.deepEqual(ix.rows("SELECT rkey, like_count FROM posts ORDER BY id"), [
+    { rkey: "seed", like_count: 1 },
+  ]);
+  assert.equal(ix.db.isTransaction, false);
+});
