@@ -254,6 +254,16 @@ Deno.test("an op that throws is skipped alone; the rest of its batch still appli
     { rkey: "before" },
   ]);
   assert.deepEqual(ix.row("SELECT post_count FROM profiles"), { post_count: 2 });
+  // The full-text rows queued before the failure were dropped with the batch and written again
+  // by the op-by-op run; the failing op's never were.
+  assert.deepEqual(
+    ix.rows(
+      `SELECT p.rkey FROM posts_fts f JOIN posts p ON p.id = f.rowid
+       WHERE posts_fts MATCH 'one OR two OR boom' ORDER BY p.rkey`,
+    ),
+    [{ rkey: "after" }, { rkey: "before" }],
+  );
+  assert.deepEqual(ix.row("SELECT count(*) AS n FROM posts_fts"), { n: 2 });
   const stats = ix.writer.stats();
   assert.equal(stats.skippedByReason.apply_error, 1);
   assert.equal(stats.retriedBatches, 1);
