@@ -40,11 +40,6 @@ export class SearchIndexWrites {
     this.#delete = db.prepare("DELETE FROM posts_fts WHERE rowid = ?");
   }
 
-  /** Rowids with queued writes. */
-  get size(): number {
-    return this.#pending.size;
-  }
-
   /** Queues indexing `text` as the text of post `rowid` (a new post, or after {@link remove}). */
   index(rowid: number | bigint, text: string): void {
     const id = Number(rowid);
