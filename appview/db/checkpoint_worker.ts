@@ -26,7 +26,7 @@ const scope = self as unknown as {
 
 let db: DatabaseSync | null = null;
 let checkpoint: StatementSync | null = null;
-let intervalMs = 100; // replaced by the first message
+let intervalMs = 0; // set by the open message; no checkpoint runs before it
 let timer: ReturnType<typeof setTimeout> | null = null;
 
 function run(id?: number): void {

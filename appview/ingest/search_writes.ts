@@ -62,15 +62,10 @@ export class SearchIndexWrites {
    */
   flush(): void {
     if (this.#pending.size === 0) return;
-    const ids = [...this.#pending.keys()].sort((a, b) => a - b);
+    const byId = [...this.#pending].sort((a, b) => a[0] - b[0]);
     try {
-      for (const id of ids) {
-        if (this.#pending.get(id)!.existed) this.#delete.run(id);
-      }
-      for (const id of ids) {
-        const text = this.#pending.get(id)!.text;
-        if (text !== null) this.#insert.run(id, text);
-      }
+      for (const [id, { existed }] of byId) if (existed) this.#delete.run(id);
+      for (const [id, { text }] of byId) if (text !== null) this.#insert.run(id, text);
     } finally {
       this.#pending.clear();
     }
