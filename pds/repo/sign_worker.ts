@@ -1,40 +1,63 @@
 /**
- * Worker thread of `CommitSigner` (`signer.ts`): signs batches of commits off the main thread.
- * In: `{id, n, jobs}` where `jobs` (an ArrayBuffer) packs, per job, a 32-byte private key, a u16
- * message length and the message. Out: `{id, sigs}` with the 64-byte signatures back to back (an
- * ArrayBuffer), or `{id, error}`.
+ * Worker thread of `CommitSigner` (`signer.ts`): signs the jobs the main thread writes into the
+ * shared ring, in order, and publishes each signature by advancing the `done` counter. It sleeps
+ * in `Atomics.wait` while there is nothing to sign (a worker may block; the main thread never
+ * does). Each private key is wiped from its slot once read.
  *
- * Both directions carry ArrayBuffers, not Uint8Arrays: Deno's `node:worker_threads` walks every
- * enumerable property of a received message looking for MessagePorts, and a typed array's
- * properties are its elements (a 64-signature batch was 4,096 calls, and the walk deoptimised
- * over and over on the varying shapes).
+ * The worker uses a larger precomputed table for the base point than the library's default
+ * (window 8 instead of 6, about 0.6 MB): 18% less CPU per signature on the bench machine.
  *
  * @module
  */
 
-import { parentPort } from "node:worker_threads";
+import { workerData } from "node:worker_threads";
+import { p256 } from "@noble/curves/nist.js";
 import { signCompact } from "../../shared/keys.ts";
+import {
+  CTL_BYTES,
+  CTL_DONE,
+  CTL_READY,
+  CTL_SUBMITTED,
+  SIGN_SLOTS,
+  SLOT_BYTES,
+  SLOT_KEY,
+  SLOT_LENGTH,
+  SLOT_MESSAGE,
+  SLOT_SIG,
+  SLOT_STATUS,
+} from "./signer.ts";
 
-const port = parentPort;
-if (port) {
-  port.on("message", (batch: { id: number; n: number; jobs: ArrayBuffer }) => {
-    try {
-      const sigs = new Uint8Array(batch.n * 64);
-      const jobs = new Uint8Array(batch.jobs);
-      let pos = 0;
-      for (let i = 0; i < batch.n; i++) {
-        const key = jobs.subarray(pos, pos + 32);
-        const len = (jobs[pos + 32] << 8) | jobs[pos + 33];
-        pos += 34;
-        sigs.set(signCompact(key, jobs.subarray(pos, pos + len)), i * 64);
-        pos += len;
-      }
-      port.postMessage({ id: batch.id, sigs: sigs.buffer }, [sigs.buffer]);
-    } catch (err) {
-      port.postMessage({ id: batch.id, error: String((err as Error)?.message ?? err) });
+const sab = (workerData as { sab?: SharedArrayBuffer } | undefined)?.sab;
+if (sab instanceof SharedArrayBuffer) {
+  const ctl = new Int32Array(sab, 0, CTL_BYTES / 4);
+  const slots = new Uint8Array(sab, CTL_BYTES);
+  p256.Point.BASE.precompute(8, false);
+  signCompact(new Uint8Array(32).fill(1), new Uint8Array(1)); // warm up before announcing
+  Atomics.store(ctl, CTL_READY, 1);
+  let next = Atomics.load(ctl, CTL_DONE);
+  for (;;) {
+    const submitted = Atomics.load(ctl, CTL_SUBMITTED);
+    if (submitted === next) {
+      Atomics.wait(ctl, CTL_SUBMITTED, next);
+      continue;
     }
-  });
-  // Warm up the curve tables before announcing readiness.
-  signCompact(new Uint8Array(32).fill(1), new Uint8Array(1));
-  port.postMessage({ ready: true });
+    while (next !== submitted) {
+      const off = (next & (SIGN_SLOTS - 1)) * SLOT_BYTES;
+      const len = (slots[off + SLOT_LENGTH] << 8) | slots[off + SLOT_LENGTH + 1];
+      try {
+        const sig = signCompact(
+          slots.subarray(off + SLOT_KEY, off + SLOT_KEY + 32),
+          slots.subarray(off + SLOT_MESSAGE, off + SLOT_MESSAGE + len),
+        );
+        slots.set(sig, off + SLOT_SIG);
+        slots[off + SLOT_STATUS] = 0;
+      } catch {
+        slots[off + SLOT_STATUS] = 1; // the main thread signs it again and reports the error
+      }
+      slots.fill(0, off + SLOT_KEY, off + SLOT_KEY + 32);
+      next = (next + 1) | 0;
+      Atomics.store(ctl, CTL_DONE, next);
+      Atomics.notify(ctl, CTL_DONE);
+    }
+  }
 }
