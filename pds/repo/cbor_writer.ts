@@ -94,6 +94,14 @@ export class CborWriter {
     this.raw(bytes);
   }
 
+  /** The characters of ASCII string `s` from index `from` on, as a CBOR byte string. */
+  asciiBytes(s: string, from = 0): void {
+    const n = s.length - from;
+    this.head(2, n);
+    this.#reserve(n);
+    for (let i = from; i < s.length; i++) this.#buf[this.#pos++] = s.charCodeAt(i);
+  }
+
   text(s: string): void {
     // ASCII fast path (keys, DIDs, TIDs, CID-free paths).
     let ascii = true;
@@ -154,16 +162,30 @@ export function encodeMstNode(left: CID | null, entries: readonly MstNodeEntry[]
   w.head(5, 2);
   w.text("e");
   w.head(4, entries.length);
+  // Repository paths are ASCII (the MST key syntax), so the shared prefix and the suffix bytes
+  // can be taken from the strings without encoding each key; other keys go through UTF-8.
+  const ascii = entries.every((e) => isAscii(e.key));
+  let prevText = "";
   let prev: Uint8Array = new Uint8Array(0);
   for (const e of entries) {
-    const key = utf8.encode(e.key);
-    const n = Math.min(prev.length, key.length);
     let p = 0;
-    while (p < n && prev[p] === key[p]) p++;
-    prev = key;
-    w.head(5, 4);
-    w.text("k");
-    w.bytes(key.subarray(p));
+    if (ascii) {
+      const key = e.key;
+      const n = Math.min(prevText.length, key.length);
+      while (p < n && prevText.charCodeAt(p) === key.charCodeAt(p)) p++;
+      prevText = key;
+      w.head(5, 4);
+      w.text("k");
+      w.asciiBytes(key, p);
+    } else {
+      const key = utf8.encode(e.key);
+      const n = Math.min(prev.length, key.length);
+      while (p < n && prev[p] === key[p]) p++;
+      prev = key;
+      w.head(5, 4);
+      w.text("k");
+      w.bytes(key.subarray(p));
+    }
     w.text("p");
     w.int(p);
     w.text("t");
@@ -221,6 +243,11 @@ export function writeCarOneRoot(w: CborWriter, root: CID, blocks: readonly Block
     w.raw(cid);
     w.raw(b.bytes);
   }
+}
+
+function isAscii(s: string): boolean {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return false;
+  return true;
 }
 
 /** Length of a CID's tag-42 encoding. */

@@ -40,6 +40,21 @@ Deno.test("encodeMstNode writes the bytes encodeCbor writes for the same node", 
   assert.deepEqual(encodeMstNode(null, entries), genericNode(null, entries));
   assert.deepEqual(encodeMstNode(a, entries), genericNode(a, entries));
   assert.deepEqual(encodeMstNode(null, []), encodeCbor({ e: [], l: null }));
+  // Keys outside ASCII (not valid repository paths, but the encoder is general) take the UTF-8
+  // path, with the shared prefix counted in bytes: "é" is two bytes and "ü" shares its first.
+  const unicode = [
+    { key: "app.social.feed.post/é1", value: a, right: null },
+    { key: "app.social.feed.post/ü2", value: b, right: null },
+    { key: "app.social.feed.post/ü3", value: c, right: a },
+  ];
+  assert.deepEqual(encodeMstNode(b, unicode), genericNode(b, unicode));
+  // An ASCII key sharing nothing with the previous one, and a key that is a prefix of the next.
+  const edges = [
+    { key: "a/b", value: a, right: null },
+    { key: "a/bc", value: b, right: null },
+    { key: "z/q", value: c, right: null },
+  ];
+  assert.deepEqual(encodeMstNode(null, edges), genericNode(null, edges));
 });
 
 Deno.test("encodeCommit writes the bytes encodeCbor writes, with and without sig", () => {
