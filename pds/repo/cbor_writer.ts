@@ -104,14 +104,7 @@ export class CborWriter {
 
   text(s: string): void {
     // ASCII fast path (keys, DIDs, TIDs, CID-free paths).
-    let ascii = true;
-    for (let i = 0; i < s.length; i++) {
-      if (s.charCodeAt(i) > 0x7f) {
-        ascii = false;
-        break;
-      }
-    }
-    if (!ascii) {
+    if (!isAscii(s)) {
       const bytes = utf8.encode(s);
       this.head(3, bytes.length);
       this.raw(bytes);

@@ -11,10 +11,10 @@
  *
  * `cpuMs` is the client's own CPU time over the job: on a 2-core machine the load generator
  * competes with the host it measures, and the bench reports how much. To keep that share small
- * the jobs send their requests with {@link RawHttpClient}, a minimal HTTP/1.1 keep-alive client
- * (one request at a time per connection, as `wrk` or `oha` do), not `fetch`: about 0.12 ms of
- * client CPU per request instead of 0.22 ms. The host still parses real HTTP/1.1 from real TCP
- * connections.
+ * the jobs send their requests with the account host's own push client ({@link Http1Client}, a
+ * minimal HTTP/1.1 keep-alive client, one request at a time per connection, as `wrk` or `oha`
+ * do), not `fetch`: about 0.12 ms of client CPU per request instead of 0.22 ms. The host still
+ * parses real HTTP/1.1 from real TCP connections.
  *
  * With `--sink` it is instead the index's push endpoint (`/internal/ingest-commit`, DESIGN.md
  * section 4) for the whole bench: it prints `{url}` as one line, answers every push with 200,
@@ -25,6 +25,7 @@
 
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import process from "node:process";
+import { Http1Client } from "../../pds/sequencer/http1_client.ts";
 
 /** A bench account: its DID, its `Bearer` header and a post counter. */
 export interface Account {
@@ -48,151 +49,17 @@ export async function createPost(url: string, a: Account): Promise<void> {
   await res.body?.cancel();
 }
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-/** Longest response head the client accepts. */
-const MAX_HEAD_BYTES = 16 * 1024;
-
-/**
- * HTTP/1.1 POSTs of JSON to one plain-http origin over keep-alive connections: a request takes
- * an idle connection (or opens one), writes the request, reads the response head and its
- * `Content-Length` body, and gives the connection back. Responses without `Content-Length`
- * (chunked, or ended by close) are rejected: the account host always sends one for its JSON.
- */
-export class RawHttpClient {
-  readonly #hostname: string;
-  readonly #port: number;
-  readonly #host: string;
-  readonly #idle: Deno.TcpConn[] = [];
-  readonly #all = new Set<Deno.TcpConn>();
-
-  constructor(origin: string) {
-    const url = new URL(origin);
-    if (url.protocol !== "http:") throw new Error(`RawHttpClient needs an http origin: ${origin}`);
-    this.#hostname = url.hostname.replace(/^\[|\]$/g, "");
-    this.#port = Number(url.port || 80);
-    this.#host = url.host;
-  }
-
-  /** POSTs `body` as JSON to `path`; returns the status and the body text. */
-  async postJson(
-    path: string,
-    headers: Record<string, string>,
-    body: string,
-  ): Promise<{ status: number; text: string }> {
-    const payload = encoder.encode(body);
-    let head = `POST ${path} HTTP/1.1\r\nhost: ${this.#host}\r\ncontent-type: application/json\r\n`;
-    for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
-    head += `content-length: ${payload.length}\r\n\r\n`;
-    const request = concat(encoder.encode(head), payload);
-    const conn = this.#idle.pop() ?? await this.#connect();
-    try {
-      for (let off = 0; off < request.length;) off += await conn.write(request.subarray(off));
-      const res = await readResponse(conn);
-      if (res.reusable) this.#idle.push(conn);
-      else this.#drop(conn);
-      return res;
-    } catch (err) {
-      this.#drop(conn);
-      throw err;
-    }
-  }
-
-  /** Closes every connection. */
-  close(): void {
-    for (const conn of this.#all) this.#drop(conn);
-  }
-
-  async #connect(): Promise<Deno.TcpConn> {
-    const conn = await Deno.connect({ hostname: this.#hostname, port: this.#port });
-    conn.setNoDelay(true);
-    this.#all.add(conn);
-    return conn;
-  }
-
-  #drop(conn: Deno.TcpConn): void {
-    if (!this.#all.delete(conn)) return;
-    try {
-      conn.close();
-    } catch {
-      // already closed
-    }
-  }
-}
-
-/** Reads one response (head and `Content-Length` body) from `conn`. */
-async function readResponse(
-  conn: Deno.TcpConn,
-): Promise<{ status: number; text: string; reusable: boolean }> {
-  let buf = new Uint8Array(4096);
-  let have = 0;
-  let headEnd = -1;
-  let bodyLength = -1;
-  let status = 0;
-  let reusable = true;
-  for (;;) {
-    if (headEnd < 0) {
-      headEnd = indexOfHeadEnd(buf, have);
-      if (headEnd >= 0) {
-        const head = decoder.decode(buf.subarray(0, headEnd));
-        const lines = head.split("\r\n");
-        const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0]);
-        if (!m) throw new Error(`malformed status line: ${JSON.stringify(lines[0])}`);
-        status = Number(m[1]);
-        for (const line of lines.slice(1)) {
-          const colon = line.indexOf(":");
-          const name = line.slice(0, colon).trim().toLowerCase();
-          const value = line.slice(colon + 1).trim();
-          if (name === "content-length") bodyLength = Number(value);
-          else if (name === "connection" && value.toLowerCase() === "close") reusable = false;
-        }
-        if (!Number.isSafeInteger(bodyLength) || bodyLength < 0) {
-          throw new Error(`response ${status} has no Content-Length`);
-        }
-        headEnd += 4;
-      } else if (have > MAX_HEAD_BYTES) {
-        throw new Error("response head too large");
-      }
-    }
-    if (headEnd >= 0 && have >= headEnd + bodyLength) {
-      if (have > headEnd + bodyLength) throw new Error("unexpected bytes after the response");
-      const text = decoder.decode(buf.subarray(headEnd, headEnd + bodyLength));
-      return { status, text, reusable };
-    }
-    if (have === buf.length) {
-      const bigger = new Uint8Array(buf.length * 2);
-      bigger.set(buf);
-      buf = bigger;
-    }
-    const n = await conn.read(buf.subarray(have));
-    if (n === null) throw new Error("connection closed before the response ended");
-    have += n;
-  }
-}
-
-function indexOfHeadEnd(buf: Uint8Array, have: number): number {
-  for (let i = 3; i < have; i++) {
-    if (buf[i] === 10 && buf[i - 1] === 13 && buf[i - 2] === 10 && buf[i - 3] === 13) return i - 3;
-  }
-  return -1;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
-}
-
-/** createRecord through a {@link RawHttpClient}; throws unless the status is 200. */
-async function createPostRaw(client: RawHttpClient, a: Account): Promise<void> {
-  const res = await client.postJson(
+/** createRecord through an {@link Http1Client}; throws unless the status is 200. */
+async function createPostRaw(client: Http1Client, a: Account): Promise<void> {
+  const status = await client.post(
     "/xrpc/com.atproto.repo.createRecord",
-    { authorization: a.auth },
-    postBody(a),
+    { "content-type": "application/json", authorization: a.auth },
+    encoder.encode(postBody(a)),
   );
-  if (res.status !== 200) throw new Error(`createRecord: ${res.status} ${res.text}`);
+  if (status !== 200) throw new Error(`createRecord: HTTP ${status}`);
 }
+
+const encoder = new TextEncoder();
 
 function postBody(a: Account): string {
   return JSON.stringify({
@@ -219,7 +86,7 @@ export function cpuMs(): number {
 async function run(job: Job): Promise<ClientResult> {
   const cpuStart = cpuMs();
   const latenciesMs: number[] = [];
-  const client = new RawHttpClient(job.url);
+  const client = new Http1Client(job.url);
   const t0 = performance.now();
   if (job.mode === "closed") {
     await Promise.all(job.accounts.map(async (a) => {
