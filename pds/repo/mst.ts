@@ -69,6 +69,11 @@ function cacheNode(key: string, node: MemNode): void {
   nodeCache.set(key, node);
 }
 
+/** Whether the node with this CID is in the process-wide node cache (tests, diagnostics). */
+export function isNodeCached(cid: CID): boolean {
+  return nodeCache.has(formatCid(cid));
+}
+
 /** The depth (layer) of a key: leading zero bits of SHA-256(key) divided by 2, rounded down. */
 export function keyHeight(key: string | Uint8Array): number {
   const hash = sha256(typeof key === "string" ? encoder.encode(key) : key);
@@ -105,6 +110,8 @@ export class Mst {
   readonly #source: NodeSource;
   #root: Ref;
   #layer: number;
+  /** Cache keys of the stored nodes that changes to this tree replaced (see {@link release}). */
+  #replaced: string[] = [];
 
   private constructor(source: NodeSource, root: Ref, layer: number) {
     this.#source = source;
@@ -216,6 +223,17 @@ export class Mst {
     return { root, blocks };
   }
 
+  /**
+   * Drops from the node cache the stored nodes that this tree's changes replaced, once the new
+   * tree is committed: they belong to older trees only, which the write path never reads again,
+   * so caching them would only grow the heap with every commit (and make each garbage
+   * collection slower). A node another tree still shares is read again from its store.
+   */
+  release(): void {
+    for (const key of this.#replaced) nodeCache.delete(key);
+    this.#replaced = [];
+  }
+
   /** Visits every entry in key order (loads the whole tree). */
   async *entries(): AsyncGenerator<{ key: string; value: CID }> {
     yield* this.#walk(this.#root);
@@ -238,7 +256,7 @@ export class Mst {
     height: number,
     value: CID,
   ): Promise<MemNode> {
-    const node = ref === null ? EMPTY_NODE : await this.#resolve(ref);
+    const node = ref === null ? EMPTY_NODE : await this.#resolveReplaced(ref);
     const i = lowerBound(node.entries, key);
     if (height === layer) {
       const entries = node.entries.slice();
@@ -258,7 +276,7 @@ export class Mst {
   /** Splits a subtree around `key` (absent from it) into the parts below and above it. */
   async #split(ref: Ref, key: string): Promise<[Ref, Ref]> {
     if (ref === null) return [null, null];
-    const node = await this.#resolve(ref);
+    const node = await this.#resolveReplaced(ref);
     const i = lowerBound(node.entries, key);
     const [lo, hi] = await this.#split(i === 0 ? node.left : node.entries[i - 1].right, key);
     const below = withChild({ left: node.left, entries: node.entries.slice(0, i) }, i, lo);
@@ -272,6 +290,7 @@ export class Mst {
     const i = lowerBound(node.entries, key);
     if (height === layer) {
       if (i >= node.entries.length || node.entries[i].key !== key) return ref;
+      this.#noteReplaced(ref);
       const before = i === 0 ? node.left : node.entries[i - 1].right;
       const merged = await this.#merge(before, node.entries[i].right);
       const entries = node.entries.slice();
@@ -281,6 +300,7 @@ export class Mst {
     const childRef = i === 0 ? node.left : node.entries[i - 1].right;
     const child = await this.#remove(childRef, layer - 1, key, height);
     if (child === childRef) return ref;
+    this.#noteReplaced(ref);
     return prune(withChild(node, i, child));
   }
 
@@ -288,8 +308,8 @@ export class Mst {
   async #merge(a: Ref, b: Ref): Promise<Ref> {
     if (a === null) return b;
     if (b === null) return a;
-    const left = await this.#resolve(a);
-    const right = await this.#resolve(b);
+    const left = await this.#resolveReplaced(a);
+    const right = await this.#resolveReplaced(b);
     const n = left.entries.length;
     const mid = await this.#merge(n === 0 ? left.left : left.entries[n - 1].right, right.left);
     const entries = left.entries.slice();
@@ -309,6 +329,17 @@ export class Mst {
     const node = decodeNode(bytes, ref);
     cacheNode(key, node);
     return node;
+  }
+
+  /** Resolves a node that the change in progress rewrites. */
+  #resolveReplaced(ref: CID | MemNode): Promise<MemNode> {
+    this.#noteReplaced(ref);
+    return this.#resolve(ref);
+  }
+
+  #noteReplaced(ref: CID | MemNode): void {
+    if (isCid(ref)) this.#replaced.push(formatCid(ref));
+    else if (ref.cid) this.#replaced.push(formatCid(ref.cid));
   }
 
   #save(ref: CID | MemNode, blocks: Block[]): CID {

@@ -5,6 +5,7 @@ import {
   commonPrefixLength,
   decodeNode,
   EMPTY_TREE_CID,
+  isNodeCached,
   keyHeight,
   Mst,
   type NodeSource,
@@ -124,6 +125,39 @@ Deno.test("get, entries and pathTo read a stored tree", async () => {
   assert.deepEqual(listed, keys.slice().sort());
   const path = await reloaded.pathTo(keys[7]);
   assert.equal(formatCid(path[0]), formatCid(saved.root));
+});
+
+Deno.test("release drops the nodes a change replaced from the cache and keeps the shared ones", async () => {
+  const source = new MemorySource();
+  const tree = Mst.empty(source);
+  const keys = Array.from({ length: 300 }, (_, i) => `app.social.feed.post/${100000 + i}`);
+  for (const k of keys) await tree.set(k, leaf);
+  const before = tree.finalize();
+  source.add(before.blocks);
+  assert.ok(before.blocks.every((b) => isNodeCached(b.cid)));
+
+  const next = await Mst.load(source, before.root);
+  await next.set("app.social.feed.post/100150x", leaf);
+  assert.equal(await next.delete(keys[3]), true);
+  assert.equal(await next.delete("app.social.feed.post/absent"), false);
+  const after = next.finalize();
+  source.add(after.blocks);
+  next.release();
+  const stillCached = new Set(
+    before.blocks.filter((b) => isNodeCached(b.cid)).map((b) => formatCid(b.cid)),
+  );
+  assert.ok(after.blocks.every((b) => isNodeCached(b.cid)), "the new tree's nodes stay cached");
+
+  // The nodes of the new tree (this reads them, and so caches them again: checked above first).
+  const reloaded = await Mst.load(source, after.root);
+  const live = new Set<string>();
+  for await (const e of reloaded.entries()) {
+    for (const cid of await reloaded.pathTo(e.key)) live.add(formatCid(cid));
+  }
+  const shared = new Set(before.blocks.map((b) => formatCid(b.cid)).filter((c) => live.has(c)));
+  assert.deepEqual(stillCached, shared);
+  assert.ok(before.blocks.length - shared.size >= 2, "the change replaced at least two nodes");
+  assert.ok(shared.size > 0, "most of the tree is shared");
 });
 
 interface ProofFixture {

@@ -197,7 +197,10 @@ export class RepoService {
         else await tree.delete(op.path);
       }
       const committed = await this.#commit(did, keyPair, root, tree, ops);
-      if (committed) return { commit: committed, results };
+      if (committed) {
+        tree.release();
+        return { commit: committed, results };
+      }
       this.#roots.delete(did);
     }
     throw new Error(`Repository ${did} kept changing under the write`);
