@@ -6,6 +6,7 @@
  */
 
 import type { Hono } from "hono";
+import { DatabaseSync } from "node:sqlite";
 import { createLogger, type Logger } from "../shared/log.ts";
 import { makeTempDir } from "../tests/_util.ts";
 import { createPdsApp } from "./app.ts";
@@ -156,4 +157,22 @@ export async function signUp(
   const body = await res.json();
   if (res.status !== 200) throw new Error(`createAccount ${res.status}: ${JSON.stringify(body)}`);
   return body;
+}
+
+/**
+ * KV rows in a Deno KV file's database file alone, without its WAL (0 when KV's table is not
+ * there yet): what a checkpoint has copied back. Reads a copy made in `dir`.
+ */
+export async function kvRowsInMainFile(dir: string, path: string): Promise<number> {
+  const copy = `${dir}/copy-${crypto.randomUUID()}.sqlite`;
+  await Deno.copyFile(path, copy);
+  const db = new DatabaseSync(copy);
+  try {
+    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'kv'").get();
+    if (table === undefined) return 0;
+    return (db.prepare("SELECT count(*) AS n FROM kv").get() as { n: number }).n;
+  } finally {
+    db.close();
+    await Deno.remove(copy);
+  }
 }

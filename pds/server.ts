@@ -15,6 +15,7 @@ import { ConfigError, loadPdsConfig, type PdsConfig, type RawEnv } from "./confi
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
 import { initRepo } from "./repo/service.ts";
+import { KvCheckpointer } from "./store/kv_checkpointer.ts";
 
 /** HKDF `info` of the service signing key; changing it changes the published key. */
 export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
@@ -116,6 +117,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
   const urlHost = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname;
   const url = `http://${urlHost.includes(":") ? `[${urlHost}]` : urlHost}:${port}`;
   let kv: Deno.Kv | null = null;
+  let checkpointer: KvCheckpointer | null = null;
   try {
     const config = env.PDS_PUBLIC_URL?.trim()
       ? initial
@@ -132,6 +134,8 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     if (!config.inviteRequired) {
       ctx.log.warn("PDS_INVITE_REQUIRED is false: anyone can create an account");
     }
+    // Only a KV file this server opened: a caller's store is the caller's to tune.
+    checkpointer = opts.kv ? null : KvCheckpointer.start(config.kvPath, { log: ctx.log });
     const stream = await startStreamServices(ctx, opts.stream);
     app = createPdsApp(ctx);
     ctx.log.info("account host listening", {
@@ -146,6 +150,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
         await stream.close();
         await server.shutdown();
         await server.finished;
+        await checkpointer?.stop();
         ownedKv?.close();
       })();
       return closing;
@@ -153,6 +158,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     return { url, ctx, app, close, [Symbol.asyncDispose]: close };
   } catch (err) {
     await server.shutdown();
+    await checkpointer?.stop();
     if (kv && !opts.kv) kv.close();
     throw err;
   }

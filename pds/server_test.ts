@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { makeTempDir } from "../tests/_util.ts";
-import { captureLogger, TEST_ENV } from "./_test_helpers.ts";
+import { captureLogger, kvRowsInMainFile, TEST_ENV } from "./_test_helpers.ts";
 import { ConfigError } from "./config.ts";
 import { startPds } from "./server.ts";
 
@@ -21,4 +21,31 @@ Deno.test("startPds on a port already in use fails naming PDS_PORT and the addre
       err.message ===
         `PDS_PORT: address 127.0.0.1:${port} is already in use; set PDS_PORT to a free port`,
   );
+});
+
+Deno.test("startPds checkpoints its KV file in the background and stops before closing KV", async () => {
+  await using dir = await makeTempDir();
+  const path = `${dir.path}/pds.kv`;
+  const pds = await startPds({
+    env: { ...TEST_ENV, DATA_DIR: dir.path },
+    hostname: "127.0.0.1",
+    port: 0,
+    log: captureLogger().log,
+  });
+  try {
+    await pds.ctx.kv.set(["checkpoint-probe"], "x");
+    let stored = 0;
+    for await (const _ of pds.ctx.kv.list({ prefix: [] })) stored++;
+    // Nothing here writes the WAL's 1,000 pages: only the background checkpoint copies rows back.
+    const deadline = Date.now() + 10_000;
+    let rows = await kvRowsInMainFile(dir.path, path);
+    while (rows < stored && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+      rows = await kvRowsInMainFile(dir.path, path);
+    }
+    assert.equal(rows, stored);
+  } finally {
+    await pds.close();
+  }
+  await assert.rejects(Deno.stat(`${path}-wal`), Deno.errors.NotFound);
 });
