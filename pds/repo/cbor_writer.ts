@@ -14,26 +14,51 @@ import type { Block } from "./mst.ts";
 
 const utf8 = new TextEncoder();
 
+/** Largest encoding that starts in the shared scratch buffer. */
+const SCRATCH_BYTES = 64 * 1024;
+/**
+ * One buffer the writers of the hot path share, one writer at a time (encodes are synchronous):
+ * a writer that takes it returns an exact-size copy from `finish`, so a commit allocates one
+ * right-sized buffer per encoding instead of a zeroed oversized one, plus its growth. A writer
+ * created while another holds it gets a buffer of its own (as does every writer after one that
+ * threw before `finish`: slower, never wrong).
+ */
+let scratch: Uint8Array | null = null;
+let scratchHeld = false;
+
 /** A growable byte buffer with CBOR primitives. */
 export class CborWriter {
   #buf: Uint8Array;
   #pos = 0;
+  #holdsScratch = false;
 
   constructor(capacity = 256) {
-    this.#buf = new Uint8Array(capacity);
+    if (capacity <= SCRATCH_BYTES && !scratchHeld) {
+      this.#buf = scratch ??= new Uint8Array(SCRATCH_BYTES);
+      scratchHeld = this.#holdsScratch = true;
+    } else {
+      this.#buf = new Uint8Array(capacity);
+    }
   }
 
-  /** The bytes written so far (a view; do not write afterwards). */
+  /** The bytes written so far (do not write to the writer afterwards). */
   finish(): Uint8Array {
-    return this.#buf.subarray(0, this.#pos);
+    if (!this.#holdsScratch) return this.#buf.subarray(0, this.#pos);
+    const out = this.#buf.slice(0, this.#pos);
+    scratchHeld = this.#holdsScratch = false;
+    // Exact size: a later write grows into a new buffer and leaves `out` as it is.
+    this.#buf = out;
+    return out;
   }
 
   #reserve(n: number): void {
     if (this.#pos + n <= this.#buf.length) return;
-    let size = this.#buf.length * 2;
+    let size = Math.max(this.#buf.length * 2, 256);
     while (size < this.#pos + n) size *= 2;
     const next = new Uint8Array(size);
     next.set(this.#buf.subarray(0, this.#pos));
+    scratchHeld &&= !this.#holdsScratch;
+    this.#holdsScratch = false;
     this.#buf = next;
   }
 

@@ -103,3 +103,37 @@ Deno.test("encodeCommitEventBody writes the bytes encodeCbor writes (with and wi
   };
   assert.deepEqual(encodeCommitEventBody(full), encodeCbor(full));
 });
+
+Deno.test("writers sharing the scratch buffer return their own exact bytes", () => {
+  const outer = new CborWriter(16);
+  outer.text("outer");
+  // A writer created while another holds the shared buffer gets its own.
+  const inner = new CborWriter(16);
+  inner.text("inner");
+  const innerBytes = inner.finish();
+  outer.int(1000);
+  const outerBytes = outer.finish();
+  assert.deepEqual(innerBytes, encodeCbor("inner"));
+  assert.deepEqual([...outerBytes], [...encodeCbor("outer"), ...encodeCbor(1000)]);
+
+  // The next writer reuses the shared buffer; earlier results stay as they were.
+  const next = new CborWriter(16);
+  next.text("zzzzzzzzzzzz");
+  assert.deepEqual(next.finish(), encodeCbor("zzzzzzzzzzzz"));
+  assert.deepEqual(innerBytes, encodeCbor("inner"));
+  assert.deepEqual([...outerBytes], [...encodeCbor("outer"), ...encodeCbor(1000)]);
+  assert.equal(outerBytes.buffer.byteLength, outerBytes.length, "an exact-size copy");
+
+  // Growing past the shared buffer, and writing after finish, leave returned bytes alone.
+  const big = new CborWriter(16);
+  const blob = new Uint8Array(100_000).fill(9);
+  big.bytes(blob);
+  const bigBytes = big.finish();
+  assert.deepEqual(bigBytes, encodeCbor(blob));
+  const reused = new CborWriter(16);
+  reused.text("x");
+  const first = reused.finish();
+  reused.text("y");
+  assert.deepEqual(first, encodeCbor("x"));
+  assert.deepEqual(reused.finish(), new Uint8Array([...encodeCbor("x"), ...encodeCbor("y")]));
+});
