@@ -57,8 +57,7 @@ export class CborWriter {
     while (size < this.#pos + n) size *= 2;
     const next = new Uint8Array(size);
     next.set(this.#buf.subarray(0, this.#pos));
-    scratchHeld &&= !this.#holdsScratch;
-    this.#holdsScratch = false;
+    if (this.#holdsScratch) scratchHeld = this.#holdsScratch = false;
     this.#buf = next;
   }
 

@@ -319,22 +319,30 @@ export class Mst {
     return { left: left.left, entries };
   }
 
-  async #resolve(ref: CID | MemNode): Promise<MemNode> {
-    if (!isCid(ref)) return ref;
-    const key = formatCid(ref);
+  #resolve(ref: CID | MemNode): Promise<MemNode> {
+    return isCid(ref) ? this.#resolveStored(ref, formatCid(ref)) : Promise.resolve(ref);
+  }
+
+  /** A stored node by CID and its cache key. */
+  async #resolveStored(cid: CID, key: string): Promise<MemNode> {
     const hit = nodeCache.get(key);
     if (hit) return hit;
-    const bytes = await this.#source.getBlock(ref);
+    const bytes = await this.#source.getBlock(cid);
     if (bytes === null) throw new MstError(`MST node ${key} is missing`);
-    const node = decodeNode(bytes, ref);
+    const node = decodeNode(bytes, cid);
     cacheNode(key, node);
     return node;
   }
 
-  /** Resolves a node that the change in progress rewrites. */
+  /** Resolves a node that the change in progress rewrites (its CID string is made once). */
   #resolveReplaced(ref: CID | MemNode): Promise<MemNode> {
-    this.#noteReplaced(ref);
-    return this.#resolve(ref);
+    if (!isCid(ref)) {
+      this.#noteReplaced(ref);
+      return Promise.resolve(ref);
+    }
+    const key = formatCid(ref);
+    this.#replaced.push(key);
+    return this.#resolveStored(ref, key);
   }
 
   #noteReplaced(ref: CID | MemNode): void {
