@@ -161,18 +161,34 @@ export async function signUp(
 
 /**
  * KV rows in a Deno KV file's database file alone, without its WAL (0 when KV's table is not
- * there yet): what a checkpoint has copied back. Reads a copy made in `dir`.
+ * there yet): what a checkpoint has copied back. Reads a copy made in `dir`; a copy taken while
+ * a checkpoint was writing the file can be torn, and is taken again.
  */
 export async function kvRowsInMainFile(dir: string, path: string): Promise<number> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await countKvRowsOfCopy(dir, path);
+    } catch (err) {
+      const torn = err instanceof Error && /malformed|not a database/.test(err.message);
+      if (!torn || attempt === 20) throw err;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
+
+async function countKvRowsOfCopy(dir: string, path: string): Promise<number> {
   const copy = `${dir}/copy-${crypto.randomUUID()}.sqlite`;
   await Deno.copyFile(path, copy);
-  const db = new DatabaseSync(copy);
   try {
-    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'kv'").get();
-    if (table === undefined) return 0;
-    return (db.prepare("SELECT count(*) AS n FROM kv").get() as { n: number }).n;
+    const db = new DatabaseSync(copy);
+    try {
+      const table = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'kv'").get();
+      if (table === undefined) return 0;
+      return (db.prepare("SELECT count(*) AS n FROM kv").get() as { n: number }).n;
+    } finally {
+      db.close();
+    }
   } finally {
-    db.close();
     await Deno.remove(copy);
   }
 }
