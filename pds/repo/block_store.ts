@@ -26,6 +26,13 @@ export interface StoredBlock {
   bytes: Uint8Array;
 }
 
+/** The blocks one commit wrote, as stored: its rev, the KV values (chunks) they fill, the blocks. */
+export interface StoredPack {
+  rev: string;
+  chunks: number;
+  blocks: Map<string, Uint8Array>;
+}
+
 /** Largest chunk of one commit's blocks in one KV value (the value limit is 64 KiB). */
 export const BLOCKS_CHUNK_BYTES = 60_000;
 
@@ -128,6 +135,25 @@ export function noteCommitBlocks(
   }
 }
 
+/**
+ * Forgets, in this process, what a compaction removed from the stored commits `revs`: the CID
+ * index entries that pointed at one of them for a block it no longer holds (`removed`: CID
+ * string -> the rev it was removed from), and the decoded copies of those commits.
+ */
+export function forgetCompacted(
+  kv: Deno.Kv,
+  did: string,
+  removed: ReadonlyMap<string, string>,
+  revs: Iterable<string>,
+): void {
+  const index = indexesOf(kv).get(did);
+  if (index) {
+    for (const [cid, rev] of removed) if (index.revs.get(cid) === rev) index.revs.delete(cid);
+  }
+  const cache = packs.get(kv);
+  if (cache) { for (const rev of revs) cache.delete(`${did} ${rev}`); }
+}
+
 /** Reads the blocks of one repository. */
 export class KvBlockSource implements NodeSource {
   readonly #kv: Deno.Kv;
@@ -204,6 +230,13 @@ export class KvBlockSource implements NodeSource {
     return out;
   }
 
+  /** Every stored commit of the repository, in rev order, with its chunk count (compaction). */
+  async packs(): Promise<StoredPack[]> {
+    const out: StoredPack[] = [];
+    await this.#scan("", (rev, blocks, chunks) => out.push({ rev, chunks, blocks }));
+    return out;
+  }
+
   /** The CID index of the repository; `refresh` scans commits newer than the last seen. */
   async #index(refresh = false): Promise<RepoIndex> {
     const all = indexesOf(this.#kv);
@@ -232,7 +265,7 @@ export class KvBlockSource implements NodeSource {
   /** Visits the commits with rev greater than `after`, in rev order. */
   async #scan(
     after: string,
-    visit: (rev: string, pack: Map<string, Uint8Array>) => void,
+    visit: (rev: string, pack: Map<string, Uint8Array>, chunks: number) => void,
   ): Promise<void> {
     const prefix = repoBlocksPrefix(this.#did);
     const selector: Deno.KvListSelector = after === ""
@@ -241,7 +274,7 @@ export class KvBlockSource implements NodeSource {
     let rev: string | null = null;
     let parts: Uint8Array[] = [];
     const flush = () => {
-      if (rev !== null) visit(rev, decodeBlockPack(concatBytes(parts)));
+      if (rev !== null) visit(rev, decodeBlockPack(concatBytes(parts)), parts.length);
     };
     for await (const e of this.#kv.list<Uint8Array>(selector, { batchSize: 500 })) {
       const entryRev = e.key[2] as string;

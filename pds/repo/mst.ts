@@ -228,10 +228,13 @@ export class Mst {
    * tree is committed: they belong to older trees only, which the write path never reads again,
    * so caching them would only grow the heap with every commit (and make each garbage
    * collection slower). A node another tree still shares is read again from its store.
+   * Returns how many stored nodes the changes replaced (now unreachable from this tree).
    */
-  release(): void {
+  release(): number {
+    const n = this.#replaced.length;
     for (const key of this.#replaced) nodeCache.delete(key);
     this.#replaced = [];
+    return n;
   }
 
   /** Visits every entry in key order (loads the whole tree). */

@@ -109,8 +109,36 @@ export async function listCollections(kv: Deno.Kv, did: string): Promise<string[
  * The repository as a CAR (`sync.getRepo`): root = the current commit; the commit, every MST
  * node and every record. With `since`, only the blocks written by commits after that rev.
  */
-export async function exportRepoCar(kv: Deno.Kv, did: string, since?: string): Promise<Uint8Array> {
-  const root = await requireRepoRoot(kv, did);
+export function exportRepoCar(kv: Deno.Kv, did: string, since?: string): Promise<Uint8Array> {
+  return fromCurrentRoot(kv, did, (root) => exportFrom(kv, did, root, since));
+}
+
+/**
+ * Runs a read of the repository from its current root. A compaction (`compaction.ts`) removes
+ * blocks only once a newer commit no longer reaches them: when the read fails and the root has
+ * moved meanwhile, it is run again from the new root (at most 3 times in all).
+ */
+async function fromCurrentRoot<T>(
+  kv: Deno.Kv,
+  did: string,
+  read: (root: RepoRoot) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1;; attempt++) {
+    const root = await requireRepoRoot(kv, did);
+    try {
+      return await read(root);
+    } catch (err) {
+      if (attempt >= 3 || (await readRepoRoot(kv, did))?.commitCid === root.commitCid) throw err;
+    }
+  }
+}
+
+async function exportFrom(
+  kv: Deno.Kv,
+  did: string,
+  root: RepoRoot,
+  since: string | undefined,
+): Promise<Uint8Array> {
   const commitCid = parseCid(root.commitCid);
   // One ordered scan of the repository's commits, then a walk from the root: only reachable
   // blocks are exported.
@@ -165,13 +193,22 @@ export async function getBlocksCar(kv: Deno.Kv, did: string, cids: string[]): Pr
  * A proof of a record's presence or absence (`sync.getRecord`): root = the current commit; the
  * commit, every MST node on the path to the key, and the record when it exists.
  */
-export async function getRecordProofCar(
+export function getRecordProofCar(
   kv: Deno.Kv,
   did: string,
   collection: string,
   rkey: string,
 ): Promise<Uint8Array> {
-  const root = await requireRepoRoot(kv, did);
+  return fromCurrentRoot(kv, did, (root) => proofFrom(kv, did, root, collection, rkey));
+}
+
+async function proofFrom(
+  kv: Deno.Kv,
+  did: string,
+  root: RepoRoot,
+  collection: string,
+  rkey: string,
+): Promise<Uint8Array> {
   const source = new KvBlockSource(kv, did);
   const tree = await Mst.load(source, parseCid(root.dataCid));
   const path = `${collection}/${rkey}`;
@@ -182,7 +219,8 @@ export async function getRecordProofCar(
   const blocks: Block[] = [];
   for (const id of [root.commitCid, ...ids]) {
     const block = stored.get(id);
-    if (block) blocks.push({ cid: parseCid(id), bytes: block.bytes });
+    if (!block) throw new Error(`Block ${id} of ${did} is not stored`);
+    blocks.push({ cid: parseCid(id), bytes: block.bytes });
   }
   return writeCar([parseCid(root.commitCid)], blocks);
 }

@@ -27,7 +27,8 @@ import { type CommitEventOp, type Sequencer, sequencerFor } from "../sequencer/s
 import { blockChunks, KvBlockSource, noteCommitBlocks, putBlocks } from "./block_store.ts";
 import { signCommitWith } from "./commit.ts";
 import { commitSigner } from "./signer.ts";
-import { type Block, EMPTY_TREE_CID, Mst } from "./mst.ts";
+import { type Block, EMPTY_TREE_CID, Mst, MstError } from "./mst.ts";
+import { type CompactionResult, compactRepoBlocks } from "./compaction.ts";
 import { RepoError } from "./errors.ts";
 
 /** Most writes in one commit (keeps the atomic operation under Deno KV's 1,000 mutations). */
@@ -38,6 +39,13 @@ export const MAX_RECORD_BYTES = 60_000;
 const MAX_MUTATIONS = 990;
 const MAX_COMMIT_BYTES = 780_000;
 const MAX_ATTEMPTS = 10;
+/**
+ * Unreachable blocks a repository's commits leave (replaced MST nodes, the previous commit,
+ * replaced and deleted records) before this process compacts it, and at least as many as the
+ * blocks it kept at its last compaction: compaction reads the whole repository, so its cost per
+ * commit stays bounded.
+ */
+export const COMPACT_AFTER_GARBAGE_BLOCKS = 5_000;
 
 /** What the repository needs from the account host. */
 export interface RepoDeps {
@@ -47,6 +55,8 @@ export interface RepoDeps {
   now(): number;
   /** The account's commit signing key; null for an unknown account. */
   signingKey(did: string): Promise<P256KeyPair | null>;
+  /** Garbage blocks that trigger a compaction (default {@link COMPACT_AFTER_GARBAGE_BLOCKS}). */
+  compactAfterGarbageBlocks?: number;
 }
 
 /** One write of {@link RepoService.applyWrites}; records are in lex JSON form. */
@@ -122,6 +132,12 @@ export class RepoService {
   readonly #roots = new Map<string, LoadedRoot>();
   /** Commits between their MST update and their KV commit (signing can overlap them). */
   #building = 0;
+  /** Unreachable blocks this process's commits left per repository since its last compaction. */
+  readonly #garbage = new Map<string, number>();
+  /** Blocks each repository kept at its last compaction in this process. */
+  readonly #kept = new Map<string, number>();
+  /** Repositories with a compaction queued. */
+  readonly #compactionQueued = new Set<string>();
 
   constructor(deps: RepoDeps) {
     this.#deps = deps;
@@ -189,21 +205,80 @@ export class RepoService {
         );
       }
       const source = new KvBlockSource(this.#deps.kv, did);
-      const tree = await Mst.load(source, root.data);
-      const { ops, results } = await this.#prepare(did, writes, tree, source);
-      if (ops.length === 0) return { commit: null, results };
-      for (const op of ops) {
-        if (op.block) await tree.set(op.path, op.block.cid);
-        else await tree.delete(op.path);
+      let tree: Mst;
+      let prepared: { ops: PreparedOp[]; results: WriteResult[] };
+      try {
+        tree = await Mst.load(source, root.data);
+        prepared = await this.#prepare(did, writes, tree, source);
+        for (const op of prepared.ops) {
+          if (op.block) await tree.set(op.path, op.block.cid);
+          else await tree.delete(op.path);
+        }
+      } catch (err) {
+        // A node of a root that another process has since replaced and compacted away.
+        if (err instanceof MstError && await this.#rootMoved(did, root)) continue;
+        throw err;
       }
+      const { ops, results } = prepared;
+      if (ops.length === 0) return { commit: null, results };
       const committed = await this.#commit(did, keyPair, root, tree, ops);
       if (committed) {
-        tree.release();
+        const replacedRecords = ops.filter((op) => op.prev !== null).length;
+        this.#noteGarbage(did, tree.release() + replacedRecords + 1);
         return { commit: committed, results };
       }
       this.#roots.delete(did);
     }
     throw new Error(`Repository ${did} kept changing under the write`);
+  }
+
+  /**
+   * Removes the blocks the repository's current commit no longer reaches (`compaction.ts`), in
+   * its serialised section; null when the repository does not exist. Writes compact on their
+   * own once enough garbage accumulated ({@link COMPACT_AFTER_GARBAGE_BLOCKS}).
+   */
+  compact(did: string): Promise<CompactionResult | null> {
+    return this.#serialised(did, async () => {
+      const root = await this.#loadRoot(did, true);
+      if (root === null) return null;
+      const started = performance.now();
+      const result = await compactRepoBlocks(this.#deps.kv, did, root);
+      if (result.complete) {
+        this.#garbage.delete(did);
+        this.#kept.set(did, result.blocksKept);
+      }
+      this.#deps.log.info("repository compacted", {
+        did,
+        blocksRemoved: result.blocksRemoved,
+        bytesRemoved: result.bytesRemoved,
+        blocksKept: result.blocksKept,
+        complete: result.complete,
+        ms: Math.round(performance.now() - started),
+      });
+      return result;
+    });
+  }
+
+  /** Counts a commit's garbage; queues a compaction once there is enough. */
+  #noteGarbage(did: string, blocks: number): void {
+    const garbage = (this.#garbage.get(did) ?? 0) + blocks;
+    this.#garbage.set(did, garbage);
+    const threshold = Math.max(
+      this.#deps.compactAfterGarbageBlocks ?? COMPACT_AFTER_GARBAGE_BLOCKS,
+      this.#kept.get(did) ?? 0,
+    );
+    if (garbage < threshold || this.#compactionQueued.has(did)) return;
+    this.#compactionQueued.add(did);
+    // Queued behind the current write: its caller is answered first.
+    this.compact(did)
+      .catch((err) => this.#deps.log.warn("repository compaction failed", { did, error: err }))
+      .finally(() => this.#compactionQueued.delete(did));
+  }
+
+  /** Whether the stored root of `did` is no longer `root`. */
+  async #rootMoved(did: string, root: LoadedRoot): Promise<boolean> {
+    const current = await this.#loadRoot(did, true);
+    return current?.commitCid !== root.commitCid;
   }
 
   /** Resolves rkeys, checks swaps, overlays profiles, validates and encodes the records. */

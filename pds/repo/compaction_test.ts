@@ -1,0 +1,230 @@
+import assert from "node:assert/strict";
+import { verifyRepoCar } from "@atproto/repo";
+import { readCar } from "../../shared/car.ts";
+import { CID, formatCid } from "../../shared/cid.ts";
+import { generateP256KeyPair, type P256KeyPair } from "../../shared/keys.ts";
+import { type Logger, silentLogger } from "../../shared/log.ts";
+import { encodeDidKey } from "../../shared/multikey.ts";
+import { COLLECTION_LIKE, COLLECTION_POST, COLLECTION_PROFILE } from "../../shared/nsid.ts";
+import { makeTempDir } from "../../tests/_util.ts";
+import { repoRootKey } from "../store/keys.ts";
+import { KvBlockSource } from "./block_store.ts";
+import { compactRepoBlocks } from "./compaction.ts";
+import { exportRepoCar, getRecord } from "./reader.ts";
+import { type RepoRoot, RepoService, type RepoWrite } from "./repository.ts";
+
+const DID = "did:plc:cccccccccccccccccccccccc";
+const NOW = "2024-05-01T12:00:00.000Z";
+
+function service(
+  kv: Deno.Kv,
+  key: P256KeyPair,
+  opts: { compactAfterGarbageBlocks?: number; log?: Logger } = {},
+): RepoService {
+  return new RepoService({
+    kv,
+    log: opts.log ?? silentLogger,
+    now: Date.now,
+    signingKey: (did) => Promise.resolve(did === DID ? key : null),
+    compactAfterGarbageBlocks: opts.compactAfterGarbageBlocks,
+  });
+}
+
+async function withKv(fn: (kv: Deno.Kv, key: P256KeyPair) => Promise<void>): Promise<void> {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+  try {
+    await fn(kv, generateP256KeyPair());
+  } finally {
+    kv.close();
+  }
+}
+
+/** Every stored copy of every block: CID string -> number of stored commits holding it. */
+async function storedCopies(kv: Deno.Kv): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const pack of await new KvBlockSource(kv, DID).packs()) {
+    for (const id of pack.blocks.keys()) out.set(id, (out.get(id) ?? 0) + 1);
+  }
+  return out;
+}
+
+async function currentRoot(kv: Deno.Kv): Promise<RepoRoot & { versionstamp: string }> {
+  const entry = await kv.get<RepoRoot>(repoRootKey(DID));
+  return { ...entry.value!, versionstamp: entry.versionstamp! };
+}
+
+/** Posts, likes sharing one CID, profile updates and deletes: a repository with garbage. */
+async function writeHistory(repo: RepoService): Promise<{ deleted: string[]; kept: string[] }> {
+  const subject = {
+    uri: `at://${DID}/${COLLECTION_POST}/3kaaaaaaaaaa2`,
+    cid: formatCid(CID.parse("bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm")),
+  };
+  const rkeys: string[] = [];
+  for (let i = 0; i < 60; i++) {
+    const write: RepoWrite = i % 3 === 2
+      // Identical likes: one record block (one CID) that several records share.
+      ? { action: "create", collection: COLLECTION_LIKE, record: { subject, createdAt: NOW } }
+      : {
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `post ${i}`, createdAt: NOW },
+      };
+    const res = await repo.applyWrites(DID, [write]);
+    rkeys.push(res.results[0].uri.split("/").slice(3).join("/"));
+  }
+  for (let i = 0; i < 5; i++) {
+    await repo.applyWrites(DID, [{
+      action: "update",
+      collection: COLLECTION_PROFILE,
+      rkey: "self",
+      record: { displayName: `name ${i}` },
+    }]);
+  }
+  const deleted = rkeys.filter((_, i) => i % 4 === 0); // includes likes that share their CID
+  for (const path of deleted) {
+    const [collection, rkey] = path.split("/");
+    await repo.applyWrites(DID, [{ action: "delete", collection, rkey }]);
+  }
+  return { deleted, kept: rkeys.filter((_, i) => i % 4 !== 0) };
+}
+
+Deno.test("compaction keeps exactly the blocks the current commit reaches, once each (spec 1 rule 2)", async () => {
+  await withKv(async (kv, key) => {
+    const repo = service(kv, key);
+    const { deleted, kept } = await writeHistory(repo);
+    const exported = await exportRepoCar(kv, DID);
+    const reachable = new Set(readCar(exported).blocks.keys());
+    const before = await storedCopies(kv);
+    const copiesBefore = [...before.values()].reduce((a, b) => a + b, 0);
+    assert.ok(before.size > reachable.size, "the history left unreachable blocks");
+
+    const result = await repo.compact(DID);
+    assert.ok(result !== null);
+    assert.equal(result.complete, true);
+    assert.equal(result.blocksKept, reachable.size);
+    assert.equal(result.blocksRemoved, copiesBefore - reachable.size);
+    const after = await storedCopies(kv);
+    assert.deepEqual([...after.keys()].sort(), [...reachable].sort());
+    assert.ok([...after.values()].every((n) => n === 1), "each block stored once");
+
+    // Nothing a reader sees changed: the same export, verified; every record still readable.
+    assert.deepEqual(await exportRepoCar(kv, DID), exported);
+    const verified = await verifyRepoCar(exported, DID, encodeDidKey(key.publicKey));
+    assert.equal(verified.creates.length, kept.length + 1); // + the profile
+    for (const path of kept) {
+      const [collection, rkey] = path.split("/");
+      assert.notEqual(await getRecord(kv, DID, collection, rkey), null, path);
+    }
+    for (const path of deleted) {
+      const [collection, rkey] = path.split("/");
+      assert.equal(await getRecord(kv, DID, collection, rkey), null, path);
+    }
+
+    // A second compaction finds nothing; writes go on from the compacted store.
+    const again = await repo.compact(DID);
+    assert.deepEqual(
+      { removed: again!.blocksRemoved, rewritten: again!.rewritten, deleted: again!.deleted },
+      { removed: 0, rewritten: 0, deleted: 0 },
+    );
+    await repo.applyWrites(DID, [{
+      action: "create",
+      collection: COLLECTION_POST,
+      record: { text: "after", createdAt: NOW },
+    }]);
+    const next = await verifyRepoCar(
+      await exportRepoCar(kv, DID),
+      DID,
+      encodeDidKey(key.publicKey),
+    );
+    assert.equal(next.creates.length, kept.length + 2);
+  });
+});
+
+Deno.test("a compaction whose root is no longer current removes nothing", async () => {
+  await withKv(async (kv, key) => {
+    const repo = service(kv, key);
+    await writeHistory(repo);
+    const stale = await currentRoot(kv);
+    await repo.applyWrites(DID, [{
+      action: "create",
+      collection: COLLECTION_POST,
+      record: { text: "moves the root", createdAt: NOW },
+    }]);
+    const before = await storedCopies(kv);
+    const result = await compactRepoBlocks(kv, DID, stale);
+    assert.equal(result.complete, false);
+    assert.equal(result.blocksRemoved, 0);
+    assert.deepEqual(await storedCopies(kv), before);
+    await verifyRepoCar(await exportRepoCar(kv, DID), DID, encodeDidKey(key.publicKey));
+  });
+});
+
+Deno.test("writes queue a compaction once their garbage reaches the threshold", async () => {
+  await withKv(async (kv, key) => {
+    const lines: string[] = [];
+    const log = { ...silentLogger, info: (msg: string) => void lines.push(msg) } as Logger;
+    // Below the threshold: every block ever written is still stored.
+    const lazy = service(kv, key, { compactAfterGarbageBlocks: 1_000_000, log });
+    const paths: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const res = await lazy.applyWrites(DID, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `lazy ${i}`, createdAt: NOW },
+      }]);
+      paths.push(res.results[0].uri);
+    }
+    const reachableCount = () => exportRepoCar(kv, DID).then((car) => readCar(car).blocks.size);
+    assert.ok((await storedCopies(kv)).size > await reachableCount());
+    assert.equal(lines.filter((l) => l === "repository compacted").length, 0);
+
+    const eager = service(kv, key, { compactAfterGarbageBlocks: 20, log });
+    for (let i = 0; i < 10; i++) {
+      await eager.applyWrites(DID, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `eager ${i}`, createdAt: NOW },
+      }]);
+    }
+    // The compaction runs in the repository's queue: a read through the queue waits for it.
+    await eager.compact(DID);
+    assert.ok(lines.filter((l) => l === "repository compacted").length >= 2);
+    const stored = await storedCopies(kv);
+    assert.equal(stored.size, await reachableCount());
+    await verifyRepoCar(await exportRepoCar(kv, DID), DID, encodeDidKey(key.publicKey));
+  });
+});
+
+Deno.test("a writer holding a root compacted away by another process retries from the new root", async () => {
+  await withKv(async (kv, key) => {
+    const a = service(kv, key);
+    const b = service(kv, key); // a second process sharing the KV file
+    await b.applyWrites(DID, [{
+      action: "create",
+      collection: COLLECTION_POST,
+      record: { text: "b caches this root", createdAt: NOW },
+    }]);
+    for (let i = 0; i < 20; i++) {
+      await a.applyWrites(DID, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `a ${i}`, createdAt: NOW },
+      }]);
+    }
+    const result = await a.compact(DID);
+    assert.ok(result!.blocksRemoved > 0);
+    const res = await b.applyWrites(DID, [{
+      action: "create",
+      collection: COLLECTION_POST,
+      record: { text: "b again", createdAt: NOW },
+    }]);
+    assert.equal(res.commit!.cid, (await currentRoot(kv)).commitCid);
+    const verified = await verifyRepoCar(
+      await exportRepoCar(kv, DID),
+      DID,
+      encodeDidKey(key.publicKey),
+    );
+    assert.equal(verified.creates.length, 22);
+  });
+});
