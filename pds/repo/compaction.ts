@@ -24,7 +24,7 @@
  * @module
  */
 
-import { type CID, formatCid, parseCid } from "../../shared/cid.ts";
+import { parseCid } from "../../shared/cid.ts";
 import { repoBlocksKey, repoRootKey } from "../store/keys.ts";
 import {
   BLOCKS_CHUNK_BYTES,
@@ -33,8 +33,8 @@ import {
   KvBlockSource,
   type StoredPack,
 } from "./block_store.ts";
-import { decodeCommit } from "./commit.ts";
-import { type Block, decodeNode } from "./mst.ts";
+import type { Block } from "./mst.ts";
+import { reachableBlocks } from "./reader.ts";
 
 /** What one compaction did. */
 export interface CompactionResult {
@@ -83,26 +83,27 @@ export async function compactRepoBlocks(
     complete: true,
   };
 
-  let op = kv.atomic().check({ key: repoRootKey(did), versionstamp: root.versionstamp });
+  const newOp = () => kv.atomic().check({ key: repoRootKey(did), versionstamp: root.versionstamp });
+  let op = newOp();
   let mutations = 0;
   let bytes = 0;
-  let removed = new Map<string, string>();
-  let revs: string[] = [];
-  let counts = { rewritten: 0, deleted: 0, blocksRemoved: 0, bytesRemoved: 0 };
+  /** The changes in `op`, counted into `result` once it commits. */
+  let pending: { rev: string; dropped: string[]; droppedBytes: number; deleted: boolean }[] = [];
   const flush = async (): Promise<boolean> => {
-    if (mutations === 0) return true;
-    const res = await op.commit();
-    if (!res.ok) return false;
-    forgetCompacted(kv, did, removed, revs);
-    result.rewritten += counts.rewritten;
-    result.deleted += counts.deleted;
-    result.blocksRemoved += counts.blocksRemoved;
-    result.bytesRemoved += counts.bytesRemoved;
-    op = kv.atomic().check({ key: repoRootKey(did), versionstamp: root.versionstamp });
+    if (pending.length === 0) return true;
+    if (!(await op.commit()).ok) return false;
+    const removed = new Map<string, string>();
+    for (const change of pending) {
+      for (const id of change.dropped) removed.set(id, change.rev);
+      if (change.deleted) result.deleted++;
+      else result.rewritten++;
+      result.blocksRemoved += change.dropped.length;
+      result.bytesRemoved += change.droppedBytes;
+    }
+    forgetCompacted(kv, did, removed, pending.map((change) => change.rev));
+    op = newOp();
     mutations = bytes = 0;
-    removed = new Map();
-    revs = [];
-    counts = { rewritten: 0, deleted: 0, blocksRemoved: 0, bytesRemoved: 0 };
+    pending = [];
     return true;
   };
 
@@ -133,47 +134,8 @@ export async function compactRepoBlocks(
     for (let c = chunks; c < pack.chunks; c++) op.delete(repoBlocksKey(did, pack.rev, c));
     mutations += packMutations;
     bytes += packBytes;
-    for (const id of dropped) removed.set(id, pack.rev);
-    revs.push(pack.rev);
-    if (encoded === null) counts.deleted++;
-    else counts.rewritten++;
-    counts.blocksRemoved += dropped.length;
-    counts.bytesRemoved += droppedBytes;
+    pending.push({ rev: pack.rev, dropped, droppedBytes, deleted: encoded === null });
   }
   if (!await flush()) return { ...result, complete: false };
   return result;
-}
-
-/**
- * The CID strings of the blocks the commit `commitCid` reaches: itself, every MST node and every
- * record. Throws when one of them is not stored.
- */
-function reachableBlocks(
-  did: string,
-  commitCid: string,
-  get: (id: string) => Uint8Array | undefined,
-): Set<string> {
-  const need = (id: string, what: string): Uint8Array => {
-    const bytes = get(id);
-    if (bytes === undefined) throw new Error(`${what} ${id} of ${did} is not stored`);
-    return bytes;
-  };
-  const out = new Set<string>([commitCid]);
-  const stack = [formatCid(decodeCommit(need(commitCid, "Commit")).data)];
-  while (stack.length > 0) {
-    const id = stack.pop()!;
-    if (out.has(id)) continue;
-    out.add(id);
-    const node = decodeNode(need(id, "MST node"), parseCid(id));
-    if (node.left) stack.push(formatCid(node.left as CID));
-    for (const e of node.entries) {
-      const record = formatCid(e.value);
-      if (!out.has(record)) {
-        need(record, "Record");
-        out.add(record);
-      }
-      if (e.right) stack.push(formatCid(e.right as CID));
-    }
-  }
-  return out;
 }

@@ -139,42 +139,52 @@ async function exportFrom(
   root: RepoRoot,
   since: string | undefined,
 ): Promise<Uint8Array> {
-  const commitCid = parseCid(root.commitCid);
   // One ordered scan of the repository's commits, then a walk from the root: only reachable
   // blocks are exported.
   const stored = await new KvBlockSource(kv, did).all();
-  const commitBlock = stored.get(root.commitCid);
-  if (!commitBlock) throw new Error(`Commit block ${root.commitCid} is missing`);
   const out: Block[] = [];
-  const keep = (id: string, block: StoredBlock) => {
+  for (const id of reachableBlocks(did, root.commitCid, (id) => stored.get(id)?.bytes)) {
+    const block = stored.get(id)!;
     if (since === undefined || block.rev > since) {
       out.push({ cid: parseCid(id), bytes: block.bytes });
     }
+  }
+  return writeCar([parseCid(root.commitCid)], out);
+}
+
+/**
+ * The CID strings of the blocks the commit `commitCid` reaches, in walk order: the commit, then
+ * each MST node followed by the records it names (a record shared by several keys once).
+ * `get` returns a stored block's bytes; a block it lacks throws.
+ */
+export function reachableBlocks(
+  did: string,
+  commitCid: string,
+  get: (id: string) => Uint8Array | undefined,
+): Set<string> {
+  const need = (id: string, what: string): Uint8Array => {
+    const bytes = get(id);
+    if (bytes === undefined) throw new Error(`${what} ${id} of ${did} is missing`);
+    return bytes;
   };
-  keep(root.commitCid, commitBlock);
-  const seen = new Set<string>();
-  const stack = [formatCid(decodeCommit(commitBlock.bytes).data)];
+  const out = new Set<string>([commitCid]);
+  const stack = [formatCid(decodeCommit(need(commitCid, "Commit block")).data)];
   while (stack.length > 0) {
     const id = stack.pop()!;
-    if (seen.has(id)) continue;
-    seen.add(id);
-    const block = stored.get(id);
-    if (!block) throw new Error(`MST node ${id} of ${did} is missing`);
-    keep(id, block);
-    const node = decodeNode(block.bytes, parseCid(id));
+    if (out.has(id)) continue;
+    out.add(id);
+    const node = decodeNode(need(id, "MST node"), parseCid(id));
     if (node.left) stack.push(formatCid(node.left as CID));
     for (const e of node.entries) {
       const record = formatCid(e.value);
-      if (!seen.has(record)) {
-        seen.add(record);
-        const r = stored.get(record);
-        if (!r) throw new Error(`Record ${record} of ${did} is missing`);
-        keep(record, r);
+      if (!out.has(record)) {
+        need(record, "Record");
+        out.add(record);
       }
       if (e.right) stack.push(formatCid(e.right as CID));
     }
   }
-  return writeCar([commitCid], out);
+  return out;
 }
 
 /** The blocks named by `cids` as a CAR with no roots (`sync.getBlocks`). */
