@@ -35,6 +35,7 @@ import {
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
 import { reachableBlocks } from "./reader.ts";
+import type { RepoRoot } from "./repository.ts";
 
 /** What one compaction did. */
 export interface CompactionResult {
@@ -50,7 +51,10 @@ export interface CompactionResult {
   blocksRemoved: number;
   /** Bytes of block data removed. */
   bytesRemoved: number;
-  /** False when a commit landed meanwhile and the compaction stopped early. */
+  /**
+   * False when a commit landed meanwhile and the compaction stopped early (the root then keeps
+   * its garbage count); true when it finished and reset the root's count.
+   */
   complete: boolean;
 }
 
@@ -60,14 +64,16 @@ const OP_MAX_BYTES = 400_000;
 
 /**
  * Removes the blocks of `did` that the commit `root` does not reach. `root` must be the current
- * root with its versionstamp; if it is not (or stops being), nothing more is removed.
+ * root with its versionstamp; if it is not (or stops being), nothing more is removed. Once done,
+ * it rewrites the root with no garbage and the number of blocks it kept (`RepoRoot`), so the
+ * root's versionstamp changes.
  *
  * @throws {Error} when a block the root reaches is not stored (nothing is removed then).
  */
 export async function compactRepoBlocks(
   kv: Deno.Kv,
   did: string,
-  root: { commitCid: string; versionstamp: string },
+  root: RepoRoot & { versionstamp: string },
 ): Promise<CompactionResult> {
   const packs = await new KvBlockSource(kv, did).packs();
   const latest = new Map<string, StoredPack>();
@@ -137,5 +143,15 @@ export async function compactRepoBlocks(
     pending.push({ rev: pack.rev, dropped, droppedBytes, deleted: encoded === null });
   }
   if (!await flush()) return { ...result, complete: false };
+  const compacted: RepoRoot = {
+    commitCid: root.commitCid,
+    rev: root.rev,
+    dataCid: root.dataCid,
+    garbage: 0,
+    kept: reachable.size,
+  };
+  if (!(await newOp().set(repoRootKey(did), compacted).commit()).ok) {
+    return { ...result, complete: false };
+  }
   return result;
 }

@@ -128,7 +128,11 @@ export class Mst {
   static async load(source: NodeSource, root: CID): Promise<Mst> {
     const tree = new Mst(source, null, 0);
     let node = await tree.#resolve(root);
-    if (node.entries.length === 0 && node.left === null) return tree;
+    if (node.entries.length === 0 && node.left === null) {
+      // The stored empty node: replaced by whatever change comes first.
+      tree.#replaced.push(formatCid(root));
+      return tree;
+    }
     tree.#root = root;
     let depth = 0;
     while (node.entries.length === 0) {
@@ -228,13 +232,15 @@ export class Mst {
    * tree is committed: they belong to older trees only, which the write path never reads again,
    * so caching them would only grow the heap with every commit (and make each garbage
    * collection slower). A node another tree still shares is read again from its store.
-   * Returns how many stored nodes the changes replaced (now unreachable from this tree).
    */
-  release(): number {
-    const n = this.#replaced.length;
+  release(): void {
     for (const key of this.#replaced) nodeCache.delete(key);
     this.#replaced = [];
-    return n;
+  }
+
+  /** How many stored nodes this tree's changes replaced (unreachable from it) so far. */
+  get replacedNodes(): number {
+    return this.#replaced.length;
   }
 
   /** Visits every entry in key order (loads the whole tree). */

@@ -41,9 +41,9 @@ const MAX_COMMIT_BYTES = 780_000;
 const MAX_ATTEMPTS = 10;
 /**
  * Unreachable blocks a repository's commits leave (replaced MST nodes, the previous commit,
- * replaced and deleted records) before this process compacts it, and at least as many as the
- * blocks it kept at its last compaction: compaction reads the whole repository, so its cost per
- * commit stays bounded.
+ * replaced and deleted records; counted in its root, `RepoRoot.garbage`) before a write queues
+ * its compaction, and at least as many as the blocks its last compaction kept: compaction reads
+ * the whole repository, so its cost per commit stays bounded.
  */
 export const COMPACT_AFTER_GARBAGE_BLOCKS = 5_000;
 
@@ -102,6 +102,14 @@ export interface RepoRoot {
   commitCid: string;
   rev: string;
   dataCid: string;
+  /**
+   * Unreachable blocks the commits left since the last compaction (replaced MST nodes, the
+   * previous commits, replaced and deleted records), counted by each commit; absent in roots
+   * written before it was counted.
+   */
+  garbage?: number;
+  /** Blocks the last compaction kept (absent before the first). */
+  kept?: number;
 }
 
 interface LoadedRoot extends RepoRoot {
@@ -132,10 +140,6 @@ export class RepoService {
   readonly #roots = new Map<string, LoadedRoot>();
   /** Commits between their MST update and their KV commit (signing can overlap them). */
   #building = 0;
-  /** Unreachable blocks this process's commits left per repository since its last compaction. */
-  readonly #garbage = new Map<string, number>();
-  /** Blocks each repository kept at its last compaction in this process. */
-  readonly #kept = new Map<string, number>();
   /** Repositories with a compaction queued. */
   readonly #compactionQueued = new Set<string>();
 
@@ -223,8 +227,8 @@ export class RepoService {
       if (ops.length === 0) return { commit: null, results };
       const committed = await this.#commit(did, keyPair, root, tree, ops);
       if (committed) {
-        const replacedRecords = ops.filter((op) => op.prev !== null).length;
-        this.#noteGarbage(did, tree.release() + replacedRecords + 1);
+        tree.release();
+        this.#maybeCompact(did);
         return { commit: committed, results };
       }
       this.#roots.delete(did);
@@ -243,10 +247,8 @@ export class RepoService {
       if (root === null) return null;
       const started = performance.now();
       const result = await compactRepoBlocks(this.#deps.kv, did, root);
-      if (result.complete) {
-        this.#garbage.delete(did);
-        this.#kept.set(did, result.blocksKept);
-      }
+      // The compaction rewrote the root (its garbage count): reload it with its versionstamp.
+      await this.#loadRoot(did, true);
       this.#deps.log.info("repository compacted", {
         did,
         blocksRemoved: result.blocksRemoved,
@@ -259,15 +261,15 @@ export class RepoService {
     });
   }
 
-  /** Counts a commit's garbage; queues a compaction once there is enough. */
-  #noteGarbage(did: string, blocks: number): void {
-    const garbage = (this.#garbage.get(did) ?? 0) + blocks;
-    this.#garbage.set(did, garbage);
+  /** Queues a compaction once the garbage counted in the root is enough. */
+  #maybeCompact(did: string): void {
+    const root = this.#roots.get(did);
+    if (root === undefined) return;
     const threshold = Math.max(
       this.#deps.compactAfterGarbageBlocks ?? COMPACT_AFTER_GARBAGE_BLOCKS,
-      this.#kept.get(did) ?? 0,
+      root.kept ?? 0,
     );
-    if (garbage < threshold || this.#compactionQueued.has(did)) return;
+    if ((root.garbage ?? 0) < threshold || this.#compactionQueued.has(did)) return;
     this.#compactionQueued.add(did);
     // Queued behind the current write: its caller is answered first.
     this.compact(did)
@@ -382,7 +384,12 @@ export class RepoService {
       commitCid: formatCid(commitBlock.cid),
       rev,
       dataCid: formatCid(data),
+      // This commit's garbage: the nodes it replaced, the records it replaced or deleted, the
+      // previous commit. Kept in the root so that a restart does not forget it.
+      garbage: root === null ? 0 : (root.garbage ?? 0) + tree.replacedNodes + 1 +
+        ops.filter((op) => op.prev !== null).length,
     };
+    if (root?.kept !== undefined) newRoot.kept = root.kept;
     const size = checkCommitSize(blocks, ops);
     const eventOps: CommitEventOp[] = ops.map((op) => {
       const e: CommitEventOp = { action: op.action, path: op.path, cid: op.block?.cid ?? null };
