@@ -1,0 +1,117 @@
+/**
+ * Repository compaction command line, working directly on the account host's KV store (the same
+ * `PDS_KV_PATH` as the server, which may be running: every compaction step checks the
+ * repository's root, and the server's writers and readers retry when it moved):
+ *
+ * ```
+ * deno task compact            # every repository with garbage (or with no count yet)
+ * deno task compact DID...     # these repositories, whatever their count
+ * ```
+ *
+ * The account host compacts a repository on its own once its commits have left 5,000
+ * unreachable blocks (`pds/repo/repository.ts`); this command is for reclaiming space at once,
+ * for example in repositories written before the count existed. It prints one line per
+ * repository compacted, then a total.
+ *
+ * Exit codes: 0 success, 1 failure (for example an unknown repository), 2 bad arguments.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { isValidDid } from "../shared/syntax.ts";
+import { silentLogger } from "../shared/log.ts";
+import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
+import { openPdsKv } from "../pds/server.ts";
+import { type RepoRoot, RepoService } from "../pds/repo/repository.ts";
+import { repoRootPrefix } from "../pds/store/keys.ts";
+
+const USAGE = `Usage:
+  compact            compact every repository with garbage
+  compact <did>...   compact these repositories`;
+
+/** Runs the command line; returns the exit code. Output goes to `out`/`err` (lines). */
+export async function runCompactCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  io: { out: (line: string) => void; err: (line: string) => void },
+): Promise<number> {
+  let dids: string[];
+  try {
+    dids = parseArgs({ args, options: {}, allowPositionals: true, strict: true }).positionals;
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e;
+    io.err(`compact: ${e.message}`);
+    io.err(USAGE);
+    return 2;
+  }
+  const invalid = dids.find((did) => !isValidDid(did));
+  if (invalid !== undefined) {
+    io.err(`compact: not a DID: ${JSON.stringify(invalid)}`);
+    io.err(USAGE);
+    return 2;
+  }
+  const config = loadPdsConfig(env);
+  const kv = await openPdsKv(config);
+  try {
+    const repo = new RepoService({
+      kv,
+      log: silentLogger,
+      now: Date.now,
+      signingKey: () => Promise.resolve(null), // compaction signs nothing
+    });
+    const targets = dids.length > 0 ? dids : await repositoriesWithGarbage(kv);
+    let compacted = 0;
+    let blocks = 0;
+    let bytes = 0;
+    let failed = 0;
+    for (const did of targets) {
+      const started = performance.now();
+      const result = await repo.compact(did).catch((e: unknown) => e as Error);
+      if (result === null) {
+        io.err(`compact: repository not found: ${did}`);
+        failed++;
+      } else if (result instanceof Error) {
+        io.err(`compact: ${did}: ${result.message}`);
+        failed++;
+      } else if (!result.complete) {
+        io.err(`compact: ${did}: a commit landed meanwhile; run it again to finish`);
+        failed++;
+      } else {
+        compacted++;
+        blocks += result.blocksRemoved;
+        bytes += result.bytesRemoved;
+        const ms = Math.round(performance.now() - started);
+        io.out(
+          `${did}\tremoved ${result.blocksRemoved} blocks (${result.bytesRemoved} bytes)\t` +
+            `kept ${result.blocksKept}\t${ms} ms`,
+        );
+      }
+    }
+    const noun = compacted === 1 ? "repository" : "repositories";
+    io.out(`Compacted ${compacted} ${noun}: removed ${blocks} blocks (${bytes} bytes)`);
+    return failed > 0 ? 1 : 0;
+  } finally {
+    kv.close();
+  }
+}
+
+/** DIDs of the repositories whose root counts garbage, or has no count yet (older roots). */
+async function repositoriesWithGarbage(kv: Deno.Kv): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of kv.list<RepoRoot>({ prefix: repoRootPrefix() })) {
+    if (entry.value.garbage !== 0) out.push(String(entry.key[entry.key.length - 1]));
+  }
+  return out;
+}
+
+if (import.meta.main) {
+  const code = await runCompactCli(Deno.args, readPdsEnv(), {
+    out: (line) => console.log(line),
+    err: (line) => console.error(line),
+  }).catch((e) => {
+    console.error(`compact: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  });
+  Deno.exit(code);
+}
