@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { verifyRepoCar } from "@atproto/repo";
+import { verifyProofs, verifyRepoCar } from "@atproto/repo";
 import { readCar } from "../../shared/car.ts";
 import { CID, formatCid } from "../../shared/cid.ts";
 import { generateP256KeyPair, type P256KeyPair } from "../../shared/keys.ts";
@@ -10,7 +10,7 @@ import { makeTempDir } from "../../tests/_util.ts";
 import { repoRootKey } from "../store/keys.ts";
 import { KvBlockSource } from "./block_store.ts";
 import { compactRepoBlocks } from "./compaction.ts";
-import { exportRepoCar, getRecord } from "./reader.ts";
+import { exportRepoCar, getRecord, getRecordProofCar } from "./reader.ts";
 import { type RepoRoot, RepoService, type RepoWrite } from "./repository.ts";
 
 const DID = "did:plc:cccccccccccccccccccccccc";
@@ -312,5 +312,81 @@ Deno.test("a writer holding a root compacted away by another process retries fro
       encodeDidKey(key.publicKey),
     );
     assert.equal(verified.creates.length, 22);
+  });
+});
+
+/**
+ * `kv` as readers use it, except that `between` runs (once, to its end) right after the first
+ * read: a reader that read the root then meets the store as `between` left it.
+ */
+function pausedAfterFirstRead(kv: Deno.Kv, between: () => Promise<void>): Deno.Kv {
+  let reads = 0;
+  let ran: Promise<void> | null = null;
+  const gate = () => reads++ === 0 ? Promise.resolve() : (ran ??= between());
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "get") {
+        return async (...args: Parameters<Deno.Kv["get"]>) => {
+          await gate();
+          return target.get(...args);
+        };
+      }
+      if (prop === "list") {
+        return async function* (...args: Parameters<Deno.Kv["list"]>) {
+          await gate();
+          yield* target.list(...args);
+        };
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+Deno.test("getRepo and sync.getRecord readers whose root was compacted away read again from the new root", async () => {
+  await withKv(async (kv, key) => {
+    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+    const { kept } = await writeHistory(repo);
+    const didKey = encodeDidKey(key.publicKey);
+    let n = 0;
+    // Between the reader's root read and its block reads: a commit, then a compaction that
+    // removes the blocks of the root the reader holds (its commit block at least).
+    const commitAndCompact = async () => {
+      await repo.applyWrites(DID, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `meanwhile ${n++}`, createdAt: NOW },
+      }]);
+      const result = await repo.compact(DID);
+      assert.ok(result!.blocksRemoved > 0);
+    };
+
+    const held = await currentRoot(kv);
+    const car = await exportRepoCar(pausedAfterFirstRead(kv, commitAndCompact), DID);
+    const now = await currentRoot(kv);
+    assert.notEqual(now.commitCid, held.commitCid);
+    assert.deepEqual(readCar(car).roots.map(formatCid), [now.commitCid]);
+    assert.deepEqual(car, await exportRepoCar(kv, DID));
+    const verified = await verifyRepoCar(car, DID, didKey);
+    assert.equal(verified.creates.length, kept.length + 2); // + the profile, + "meanwhile 0"
+
+    const [collection, rkey] = kept[0].split("/");
+    const proof = await getRecordProofCar(
+      pausedAfterFirstRead(kv, commitAndCompact),
+      DID,
+      collection,
+      rkey,
+    );
+    const latest = await currentRoot(kv);
+    assert.notEqual(latest.commitCid, now.commitCid);
+    assert.deepEqual(readCar(proof).roots.map(formatCid), [latest.commitCid]);
+    const cid = (await getRecord(kv, DID, collection, rkey))!.cid;
+    const checked = await verifyProofs(
+      proof,
+      [{ collection, rkey, cid: CID.parse(cid) } as never],
+      DID,
+      didKey,
+    );
+    assert.equal(checked.verified.length, 1);
   });
 });
