@@ -3,10 +3,14 @@
  * database, running a passive WAL checkpoint every `intervalMs` on its own timer (so a main
  * thread busy with a long transaction does not hold the checkpoints back) and on request.
  *
+ * A timed run first reads `PRAGMA data_version`: when no other connection has committed since the
+ * last timed checkpoint, and that one copied every frame, there is nothing to copy, and the run
+ * neither checkpoints nor posts (an idle index wakes the main thread for nothing).
+ *
  * In: `{path, intervalMs}` once, then `{run: id}` per requested checkpoint, and `{stop: true}` to
  * close the connection. Out: `{ready: true}` once open (or `{fatal}` when it cannot open the
- * database), then `{done, id?}` per checkpoint (`id` for a requested one) or `{error, id?}`, and
- * `{stopped: true}` once closed.
+ * database), then `{done, id?}` per checkpoint run (`id` for a requested one) or `{error, id?}`
+ * (for timed runs only the first of a series of failures), and `{stopped: true}` once closed.
  *
  * @module
  */
@@ -26,14 +30,31 @@ const scope = self as unknown as {
 
 let db: DatabaseSync | null = null;
 let checkpoint: StatementSync | null = null;
+let dataVersion: StatementSync | null = null;
 let intervalMs = 0; // set by the open message; no checkpoint runs before it
 let timer: ReturnType<typeof setTimeout> | null = null;
+/** `data_version` read before the last timed checkpoint (null before the first). */
+let lastVersion: number | null = null;
+/** Whether the last checkpoint copied every frame of the WAL back. */
+let copiedAll = false;
+/** Whether the last timed run failed (a series of failures is reported once). */
+let failing = false;
 
 function run(id?: number): void {
   if (timer !== null) clearTimeout(timer);
   try {
+    if (id === undefined) {
+      const version = (dataVersion!.get() as { data_version: number }).data_version;
+      if (version === lastVersion && copiedAll) {
+        timer = setTimeout(run, intervalMs);
+        return;
+      }
+      lastVersion = version;
+    }
     const start = performance.now();
     const row = checkpoint!.get() as { busy: number; log: number; checkpointed: number };
+    copiedAll = row.busy === 0 && row.checkpointed === row.log;
+    failing = false;
     const done = {
       busy: row.busy,
       log: row.log,
@@ -42,7 +63,11 @@ function run(id?: number): void {
     };
     scope.postMessage({ done, id });
   } catch (e) {
-    scope.postMessage({ error: String((e as Error)?.message ?? e), id });
+    if (id !== undefined || !failing) {
+      scope.postMessage({ error: String((e as Error)?.message ?? e), id });
+    }
+    failing = id === undefined;
+    copiedAll = false;
   }
   timer = setTimeout(run, intervalMs);
 }
@@ -56,7 +81,7 @@ scope.onmessage = (event) => {
   if ("stop" in msg) {
     if (timer !== null) clearTimeout(timer);
     timer = null;
-    checkpoint = null;
+    checkpoint = dataVersion = null;
     try {
       db?.close();
     } finally {
@@ -71,6 +96,7 @@ scope.onmessage = (event) => {
     // at the next interval.
     db.exec("PRAGMA busy_timeout = 0");
     checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+    dataVersion = db.prepare("PRAGMA data_version");
     intervalMs = msg.intervalMs;
     scope.postMessage({ ready: true });
     timer = setTimeout(run, intervalMs);

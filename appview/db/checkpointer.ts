@@ -20,7 +20,8 @@ import type { CheckpointRequest } from "./checkpoint_worker.ts";
  * back, which also restarts it. At 1 s the WAL grew to 170 MiB over 100k stream frames and
  * COMMIT slowed with it (from about 7 to 30 µs per page, in the kernel, appending to new file
  * pages). Stream benchmark, 4 interleaved rounds: 21,700 against 19,600 ops/s overall, 21,600
- * against 18,000 sustained. An idle checkpoint finds no frames and costs microseconds.
+ * against 18,000 sustained. While nothing commits, the worker skips the checkpoint and stays
+ * silent (`checkpoint_worker.ts`).
  */
 export const CHECKPOINT_INTERVAL_MS = 100;
 

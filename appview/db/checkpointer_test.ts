@@ -23,6 +23,15 @@ function writeRows(db: DatabaseSync, from: number, n: number): void {
   db.exec("COMMIT");
 }
 
+/** Waits (up to 5 s) until the main file alone holds `n` rows of `t`. */
+async function rowsReach(dir: string, path: string, n: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await rowsInMainFile(dir, path) === n) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(await rowsInMainFile(dir, path), n);
+}
+
 /**
  * An index database in a temp dir with an empty table `t` in its main file, whose connection
  * never checkpoints: only a checkpointer can move rows into the file.
@@ -76,10 +85,35 @@ Deno.test("WalCheckpointer checkpoints on its interval while the writer goes on"
     checkpointer.start();
     for (let round = 0; round < 5; round++) {
       writeRows(db, round * 100, 100);
-      const target = checkpointer.checkpoints + 2; // one that may have started before the write
-      while (checkpointer.checkpoints < target) await new Promise((r) => setTimeout(r, 5));
-      assert.equal(await rowsInMainFile(dir, path), (round + 1) * 100);
+      await rowsReach(dir, path, (round + 1) * 100);
     }
+  } finally {
+    await checkpointer.stop();
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("an idle WalCheckpointer neither checkpoints nor wakes the main thread", async () => {
+  const { dir, path, db } = await openWriter();
+  const checkpointer = new WalCheckpointer(path, {
+    log: createLogger("test", { level: "error" }),
+    intervalMs: 10,
+  });
+  try {
+    checkpointer.start();
+    writeRows(db, 0, 100);
+    await rowsReach(dir, path, 100);
+    await new Promise((r) => setTimeout(r, 30)); // a run that was under way when rows arrived
+    const settled = checkpointer.checkpoints;
+    assert.ok(settled >= 1);
+    // 20 intervals with no commit: no result reaches the main thread.
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(checkpointer.checkpoints, settled);
+    // A commit from another connection wakes it up again.
+    writeRows(db, 100, 100);
+    await rowsReach(dir, path, 200);
+    assert.ok(checkpointer.checkpoints > settled);
   } finally {
     await checkpointer.stop();
     db.close();
