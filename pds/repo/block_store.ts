@@ -19,6 +19,7 @@ import { repoBlocksKey, repoBlocksPrefix, repoBlocksRevPrefix } from "../store/k
 import { CborWriter } from "./cbor_writer.ts";
 import { concatBytes } from "../../shared/bytes.ts";
 import type { Block, NodeSource } from "./mst.ts";
+import { TimeSlicer } from "./time_slice.ts";
 
 /** A block with the rev of the (latest) commit that wrote it. */
 export interface StoredBlock {
@@ -276,7 +277,9 @@ export class KvBlockSource implements NodeSource {
     const flush = () => {
       if (rev !== null) visit(rev, decodeBlockPack(concatBytes(parts)), parts.length);
     };
+    const slicer = new TimeSlicer();
     for await (const e of this.#kv.list<Uint8Array>(selector, { batchSize: 500 })) {
+      if (slicer.due()) await slicer.next();
       const entryRev = e.key[2] as string;
       if (entryRev !== rev) {
         flush();

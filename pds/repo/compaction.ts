@@ -35,6 +35,7 @@ import {
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
 import { reachableBlocks } from "./reader.ts";
+import { TimeSlicer } from "./time_slice.ts";
 import type { RepoRoot } from "./repository.ts";
 
 /** What one compaction did. */
@@ -78,7 +79,11 @@ export async function compactRepoBlocks(
   const packs = await new KvBlockSource(kv, did).packs();
   const latest = new Map<string, StoredPack>();
   for (const pack of packs) for (const id of pack.blocks.keys()) latest.set(id, pack);
-  const reachable = reachableBlocks(did, root.commitCid, (id) => latest.get(id)?.blocks.get(id));
+  const reachable = await reachableBlocks(
+    did,
+    root.commitCid,
+    (id) => latest.get(id)?.blocks.get(id),
+  );
   const result: CompactionResult = {
     packs: packs.length,
     rewritten: 0,
@@ -113,7 +118,9 @@ export async function compactRepoBlocks(
     return true;
   };
 
+  const slicer = new TimeSlicer();
   for (const pack of packs) {
+    if (slicer.due()) await slicer.next();
     const keep: Block[] = [];
     const dropped: string[] = [];
     let droppedBytes = 0;

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { TimeSlicer } from "./time_slice.ts";
 import { writeCar } from "../../shared/car.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { type CID, formatCid, parseCid } from "../../shared/cid.ts";
@@ -143,7 +144,9 @@ async function exportFrom(
   // blocks are exported.
   const stored = await new KvBlockSource(kv, did).all();
   const out: Block[] = [];
-  for (const id of reachableBlocks(did, root.commitCid, (id) => stored.get(id)?.bytes)) {
+  const slicer = new TimeSlicer();
+  for (const id of await reachableBlocks(did, root.commitCid, (id) => stored.get(id)?.bytes)) {
+    if (slicer.due()) await slicer.next();
     const block = stored.get(id)!;
     if (since === undefined || block.rev > since) {
       out.push({ cid: parseCid(id), bytes: block.bytes });
@@ -155,13 +158,14 @@ async function exportFrom(
 /**
  * The CID strings of the blocks the commit `commitCid` reaches, in walk order: the commit, then
  * each MST node followed by the records it names (a record shared by several keys once).
- * `get` returns a stored block's bytes; a block it lacks throws.
+ * `get` returns a stored block's bytes; a block it lacks throws. Lets the event loop run between
+ * slices of the walk (`time_slice.ts`).
  */
-export function reachableBlocks(
+export async function reachableBlocks(
   did: string,
   commitCid: string,
   get: (id: string) => Uint8Array | undefined,
-): Set<string> {
+): Promise<Set<string>> {
   const need = (id: string, what: string): Uint8Array => {
     const bytes = get(id);
     if (bytes === undefined) throw new Error(`${what} ${id} of ${did} is missing`);
@@ -169,7 +173,9 @@ export function reachableBlocks(
   };
   const out = new Set<string>([commitCid]);
   const stack = [formatCid(decodeCommit(need(commitCid, "Commit block")).data)];
+  const slicer = new TimeSlicer();
   while (stack.length > 0) {
+    if (slicer.due()) await slicer.next();
     const id = stack.pop()!;
     if (out.has(id)) continue;
     out.add(id);

@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { generateP256KeyPair } from "../../shared/keys.ts";
+import { silentLogger } from "../../shared/log.ts";
+import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { makeTempDir } from "../../tests/_util.ts";
+import { exportRepoCar } from "./reader.ts";
+import { RepoService } from "./repository.ts";
+import { TimeSlicer, timeSlicing } from "./time_slice.ts";
+
+Deno.test("TimeSlicer reads the clock every 8 steps and is due once the slice has passed", () => {
+  const spent = new TimeSlicer(0);
+  const answers = Array.from({ length: 16 }, () => spent.due());
+  assert.deepEqual(answers.map((due, i) => due ? i : -1).filter((i) => i >= 0), [7, 15]);
+  const long = new TimeSlicer(60_000);
+  assert.equal(Array.from({ length: 1_000 }, () => long.due()).some(Boolean), false);
+});
+
+Deno.test("TimeSlicer.next lets due timers run, then starts a new slice", async () => {
+  const slicer = new TimeSlicer(0);
+  let ran = false;
+  setTimeout(() => ran = true, 0);
+  await slicer.next();
+  assert.equal(ran, true);
+  // A new slice: the step count starts again.
+  assert.deepEqual(Array.from({ length: 8 }, () => slicer.due()), [...Array(7).fill(false), true]);
+});
+
+Deno.test("a repository export lets the event loop run between slices", async () => {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+  const did = "did:plc:dddddddddddddddddddddddd";
+  const key = generateP256KeyPair();
+  const repo = new RepoService({
+    kv,
+    log: silentLogger,
+    now: Date.now,
+    signingKey: () => Promise.resolve(key),
+  });
+  try {
+    await repo.applyWrites(
+      did,
+      Array.from({ length: 100 }, (_, i) => ({
+        action: "create" as const,
+        collection: COLLECTION_POST,
+        record: { text: `post ${i}`, createdAt: "2024-05-01T12:00:00.000Z" },
+      })),
+    );
+    /** Timer turns while an export runs, and its CAR. */
+    const exportCounting = async () => {
+      let turns = 0;
+      const timer = setInterval(() => turns++, 0);
+      try {
+        const car = await exportRepoCar(kv, did);
+        return { turns, car };
+      } finally {
+        clearInterval(timer);
+      }
+    };
+    const whole = await exportCounting();
+    timeSlicing.ms = 0; // every 8 steps: the 100 records and their nodes take many slices
+    let sliced;
+    try {
+      sliced = await exportCounting();
+    } finally {
+      timeSlicing.ms = 10;
+    }
+    assert.deepEqual(sliced.car, whole.car);
+    // About 20 turns (a slice per 8 blocks or nodes); unsliced, the KV reads alone give ~0.
+    assert.ok(sliced.turns >= 10, `only ${sliced.turns} timer turns during the export`);
+    assert.ok(sliced.turns > whole.turns, `${sliced.turns} turns sliced, ${whole.turns} not`);
+  } finally {
+    kv.close();
+  }
+});
