@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { verifyRepoCar } from "@atproto/repo";
-import { REPO_ROOT } from "../tests/_util.ts";
+import { runPdsScript } from "../tests/_util.ts";
 import { signUp, startTestServer, xrpcGet, xrpcPost } from "../pds/_test_helpers.ts";
 import { readCar } from "../shared/car.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
@@ -11,28 +11,9 @@ import { KvBlockSource } from "../pds/repo/block_store.ts";
 import type { RepoRoot } from "../pds/repo/repository.ts";
 import { repoRootKey } from "../pds/store/keys.ts";
 
-const SCRIPT = new URL("scripts/compact.ts", REPO_ROOT).pathname;
-
-async function compact(kvPath: string, ...args: string[]) {
-  const dir = kvPath.slice(0, kvPath.lastIndexOf("/"));
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--allow-read",
-      `--allow-write=${dir}`,
-      "--allow-env=DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET",
-      SCRIPT,
-      ...args,
-    ],
-    cwd: REPO_ROOT.pathname,
-    env: { DATA_DIR: dir, PDS_KV_PATH: kvPath },
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
-  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+/** Runs the command line on the KV file `kvPath` (`<dir>/pds.kv`, as the test server's). */
+function compact(kvPath: string, ...args: string[]) {
+  return runPdsScript("compact.ts", kvPath.slice(0, kvPath.lastIndexOf("/")), args);
 }
 
 /** Stored block copies and the root of `did`, read from the KV file the server uses. */

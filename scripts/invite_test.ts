@@ -2,30 +2,11 @@
 // an account host uses the same file.
 
 import assert from "node:assert/strict";
-import { makeTempDir, REPO_ROOT } from "../tests/_util.ts";
+import { makeTempDir, runPdsScript } from "../tests/_util.ts";
 import { startTestServer, xrpcPost } from "../pds/_test_helpers.ts";
 
-const SCRIPT = new URL("scripts/invite.ts", REPO_ROOT).pathname;
-
-async function invite(dir: string, ...args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--allow-read",
-      `--allow-write=${dir}`,
-      "--allow-env=DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET",
-      SCRIPT,
-      ...args,
-    ],
-    cwd: REPO_ROOT.pathname,
-    env: { DATA_DIR: dir, PDS_KV_PATH: `${dir}/pds.kv` },
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
-  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+function invite(dir: string, ...args: string[]) {
+  return runPdsScript("invite.ts", dir, args);
 }
 
 Deno.test("invite CLI round trip: create, list, disable, then the disabled code is refused with 400", async () => {

@@ -135,3 +135,36 @@ export const INTEROP_DIR: URL | null = (() => {
     return null;
   }
 })();
+
+/** Environment variables the account host's command line scripts may read (their task's list). */
+const PDS_SCRIPT_ENV =
+  "DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET";
+
+/**
+ * Runs `scripts/<script>` as a subprocess on the KV file `<dir>/pds.kv`, writing only in `dir`,
+ * with a clean environment; returns its exit code and output.
+ */
+export async function runPdsScript(
+  script: string,
+  dir: string,
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-read",
+      `--allow-write=${dir}`,
+      `--allow-env=${PDS_SCRIPT_ENV}`,
+      new URL(`scripts/${script}`, REPO_ROOT).pathname,
+      ...args,
+    ],
+    cwd: REPO_ROOT.pathname,
+    env: { DATA_DIR: dir, PDS_KV_PATH: `${dir}/pds.kv` },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
