@@ -24,6 +24,7 @@ import { silentLogger } from "../shared/log.ts";
 import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
 import { openPdsKv } from "../pds/server.ts";
 import { type RepoRoot, RepoService } from "../pds/repo/repository.ts";
+import type { CompactionResult } from "../pds/repo/compaction.ts";
 import { repoRootPrefix } from "../pds/store/keys.ts";
 
 const USAGE = `Usage:
@@ -67,7 +68,11 @@ export async function runCompactCli(
     let failed = 0;
     for (const did of targets) {
       const started = performance.now();
-      const result = await repo.compact(did).catch((e: unknown) => e as Error);
+      let result = await repo.compact(did).catch((e: unknown) => e as Error);
+      // A commit (or the server's own compaction) moved the root meanwhile: start again from it.
+      for (let retry = 0; retry < MAX_RETRIES && result !== null && isIncomplete(result); retry++) {
+        result = await repo.compact(did).catch((e: unknown) => e as Error);
+      }
       if (result === null) {
         io.err(`compact: repository not found: ${did}`);
         failed++;
@@ -75,7 +80,7 @@ export async function runCompactCli(
         io.err(`compact: ${did}: ${result.message}`);
         failed++;
       } else if (!result.complete) {
-        io.err(`compact: ${did}: a commit landed meanwhile; run it again to finish`);
+        io.err(`compact: ${did}: the repository kept changing; run it again to finish`);
         failed++;
       } else {
         compacted++;
@@ -94,6 +99,13 @@ export async function runCompactCli(
   } finally {
     kv.close();
   }
+}
+
+/** Compactions of one repository after the first, while its root keeps moving. */
+const MAX_RETRIES = 2;
+
+function isIncomplete(result: CompactionResult | Error): boolean {
+  return !(result instanceof Error) && !result.complete;
 }
 
 /** DIDs of the repositories whose root counts garbage, or has no count yet (older roots). */

@@ -104,8 +104,12 @@ Deno.test("an idle WalCheckpointer neither checkpoints nor wakes the main thread
     checkpointer.start();
     writeRows(db, 0, 100);
     await rowsReach(dir, path, 100);
-    await new Promise((r) => setTimeout(r, 30)); // a run that was under way when rows arrived
-    const settled = checkpointer.checkpoints;
+    // Until the results of the runs under way when the rows arrived have come in.
+    let settled = checkpointer.checkpoints;
+    for (let quiet = 0; quiet < 5; quiet++) {
+      await new Promise((r) => setTimeout(r, 20));
+      if (checkpointer.checkpoints !== settled) [settled, quiet] = [checkpointer.checkpoints, 0];
+    }
     assert.ok(settled >= 1);
     // 20 intervals with no commit: no result reaches the main thread.
     await new Promise((r) => setTimeout(r, 200));
@@ -113,6 +117,9 @@ Deno.test("an idle WalCheckpointer neither checkpoints nor wakes the main thread
     // A commit from another connection wakes it up again.
     writeRows(db, 100, 100);
     await rowsReach(dir, path, 200);
+    for (let i = 0; i < 500 && checkpointer.checkpoints === settled; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     assert.ok(checkpointer.checkpoints > settled);
   } finally {
     await checkpointer.stop();

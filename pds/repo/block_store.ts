@@ -179,7 +179,7 @@ export class KvBlockSource implements NodeSource {
   }
 
   /** Reads many blocks with their revs; missing ones are absent from the map. */
-  async getStored(cids: string[]): Promise<Map<string, StoredBlock>> {
+  async getStored(cids: string[], rescanned = false): Promise<Map<string, StoredBlock>> {
     let index = await this.#index();
     if (cids.some((c) => !index.revs.has(c))) index = await this.#index(true);
     const byRev = new Map<string, string[]>();
@@ -191,13 +191,22 @@ export class KvBlockSource implements NodeSource {
       list.push(c);
     }
     const out = new Map<string, StoredBlock>();
+    let stale = false;
     await Promise.all([...byRev].map(async ([rev, ids]) => {
       const pack = await this.readCommit(rev);
       for (const id of ids) {
         const bytes = pack.get(id);
         if (bytes) out.set(id, { rev, bytes });
+        else stale = true;
       }
     }));
+    if (stale && !rescanned) {
+      // The index names a commit that no longer holds the block: another process compacted it,
+      // keeping the block in a later commit whose copy this index missed (a commit that landed
+      // during a scan is not recorded). Index the repository again.
+      indexesOf(this.#kv).delete(this.#did);
+      return this.getStored(cids, true);
+    }
     return out;
   }
 

@@ -390,3 +390,73 @@ Deno.test("getRepo and sync.getRecord readers whose root was compacted away read
     assert.equal(checked.verified.length, 1);
   });
 });
+
+Deno.test("a CID index naming a commit that another process compacted finds the block in its later copy", async () => {
+  await using dir = await makeTempDir();
+  const path = `${dir.path}/pds.kv`;
+  const key = generateP256KeyPair();
+  const kvA = await Deno.openKv(path);
+  const kvB = await Deno.openKv(path); // another process: its own handle, its own caches
+  try {
+    const a = service(kvA, key, { compactAfterGarbageBlocks: 1_000_000 });
+    const subject = {
+      uri: `at://${DID}/${COLLECTION_POST}/3kaaaaaaaaaa2`,
+      cid: "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm",
+    };
+    const like = {
+      action: "create",
+      collection: COLLECTION_LIKE,
+      record: { subject, createdAt: NOW },
+    };
+    const first = await a.applyWrites(DID, [like as RepoWrite]);
+    const shared = first.results[0].cid!; // the record block the second like stores again
+    const post = await a.applyWrites(DID, [{
+      action: "create",
+      collection: COLLECTION_POST,
+      record: { text: "indexed by a", createdAt: NOW },
+    }]);
+    // a's index now exists (built by this read) and names the first like's commit for `shared`.
+    const sourceA = new KvBlockSource(kvA, DID);
+    assert.equal((await sourceA.getStored([post.results[0].cid!])).size, 1);
+
+    // b stores the same record block in a later commit, then compacts: the block stays only there.
+    const b = service(kvB, key, { compactAfterGarbageBlocks: 1_000_000 });
+    const second = await b.applyWrites(DID, [like as RepoWrite]);
+    assert.equal(second.results[0].cid, shared);
+    assert.ok((await b.compact(DID))!.blocksRemoved > 0);
+
+    const found = await sourceA.getStored([shared]);
+    assert.equal(found.get(shared)?.rev, second.commit!.rev);
+    // Writes and proofs through a's handle read it too.
+    const [collection, rkey] = first.results[0].uri.split("/").slice(3);
+    const proof = await getRecordProofCar(kvA, DID, collection, rkey);
+    assert.ok(readCar(proof).blocks.has(shared));
+  } finally {
+    kvA.close();
+    kvB.close();
+  }
+});
+
+Deno.test("a delete that empties the top of the tree counts the dropped nodes as garbage", async () => {
+  await withKv(async (kv, key) => {
+    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+    // Key heights 0 and 2: the second key puts an empty node at layer 1 under the new root, and
+    // deleting it drops both the root and that node.
+    for (const rkey of ["3kaaaaaa00000", "3kaaaaaa00045"]) {
+      await repo.applyWrites(DID, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        rkey,
+        record: { text: rkey, createdAt: NOW },
+      }]);
+    }
+    await repo.applyWrites(DID, [{
+      action: "delete",
+      collection: COLLECTION_POST,
+      rkey: "3kaaaaaa00045",
+    }]);
+    const copies = [...(await storedCopies(kv)).values()].reduce((a, b) => a + b, 0);
+    const reachable = readCar(await exportRepoCar(kv, DID)).blocks.size;
+    assert.equal((await currentRoot(kv)).garbage, copies - reachable);
+  });
+});

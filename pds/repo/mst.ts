@@ -204,6 +204,7 @@ export class Mst {
     while (this.#root !== null) {
       const node = await this.#resolve(this.#root);
       if (node.entries.length > 0) break;
+      this.#noteReplaced(this.#root); // a stored empty node is unreachable from now on
       this.#root = node.left;
       this.#layer--;
     }

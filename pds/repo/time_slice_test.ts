@@ -5,7 +5,7 @@ import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { exportRepoCar } from "./reader.ts";
 import { RepoService } from "./repository.ts";
-import { TimeSlicer, timeSlicing } from "./time_slice.ts";
+import { SLICE_MS, TimeSlicer, timeSlicing } from "./time_slice.ts";
 
 Deno.test("TimeSlicer reads the clock every 8 steps and is due once the slice has passed", () => {
   const spent = new TimeSlicer(0);
@@ -62,7 +62,7 @@ Deno.test("a repository export lets the event loop run between slices", async ()
     try {
       sliced = await exportCounting();
     } finally {
-      timeSlicing.ms = 10;
+      timeSlicing.ms = SLICE_MS;
     }
     assert.deepEqual(sliced.car, whole.car);
     // About 20 turns (a slice per 8 blocks or nodes); unsliced, the KV reads alone give ~0.
