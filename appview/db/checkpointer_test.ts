@@ -46,6 +46,27 @@ async function openWriter(): Promise<{ dir: string; path: string; db: DatabaseSy
   return { dir, path, db };
 }
 
+/** A started checkpointer on a 10 ms interval over {@link openWriter}'s database, for `fn`. */
+async function withIntervalCheckpointer(
+  fn: (
+    t: { dir: string; path: string; db: DatabaseSync; checkpointer: WalCheckpointer },
+  ) => Promise<void>,
+): Promise<void> {
+  const { dir, path, db } = await openWriter();
+  const checkpointer = new WalCheckpointer(path, {
+    log: createLogger("test", { level: "error" }),
+    intervalMs: 10,
+  });
+  try {
+    checkpointer.start();
+    await fn({ dir, path, db, checkpointer });
+  } finally {
+    await checkpointer.stop();
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test("WalCheckpointer copies the WAL back into the database file from its worker", async () => {
   const { dir, path, db } = await openWriter();
   const checkpointer = new WalCheckpointer(path, { log: createLogger("test", { level: "error" }) });
@@ -76,32 +97,16 @@ Deno.test("WalCheckpointer copies the WAL back into the database file from its w
 });
 
 Deno.test("WalCheckpointer checkpoints on its interval while the writer goes on", async () => {
-  const { dir, path, db } = await openWriter();
-  const checkpointer = new WalCheckpointer(path, {
-    log: createLogger("test", { level: "error" }),
-    intervalMs: 10,
-  });
-  try {
-    checkpointer.start();
+  await withIntervalCheckpointer(async ({ dir, path, db }) => {
     for (let round = 0; round < 5; round++) {
       writeRows(db, round * 100, 100);
       await rowsReach(dir, path, (round + 1) * 100);
     }
-  } finally {
-    await checkpointer.stop();
-    db.close();
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("an idle WalCheckpointer neither checkpoints nor wakes the main thread", async () => {
-  const { dir, path, db } = await openWriter();
-  const checkpointer = new WalCheckpointer(path, {
-    log: createLogger("test", { level: "error" }),
-    intervalMs: 10,
-  });
-  try {
-    checkpointer.start();
+  await withIntervalCheckpointer(async ({ dir, path, db, checkpointer }) => {
     writeRows(db, 0, 100);
     await rowsReach(dir, path, 100);
     // Until the results of the runs under way when the rows arrived have come in.
@@ -121,11 +126,7 @@ Deno.test("an idle WalCheckpointer neither checkpoints nor wakes the main thread
       await new Promise((r) => setTimeout(r, 10));
     }
     assert.ok(checkpointer.checkpoints > settled);
-  } finally {
-    await checkpointer.stop();
-    db.close();
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("WalCheckpointer that cannot open the database logs once and stops", async () => {
