@@ -107,6 +107,11 @@ interface RepoIndex {
 /** Repositories whose CID index is kept per KV handle (least recently used dropped first). */
 const MAX_INDEXED_REPOS = 1_000;
 const indexes = new WeakMap<Deno.Kv, Map<string, RepoIndex>>();
+/**
+ * KV entries per read when scanning a repository's commits. A commit has at most a few chunks
+ * (`BLOCKS_CHUNK_BYTES` each), far fewer than a page.
+ */
+const SCAN_PAGE = 500;
 /** Decoded commits' blocks, by `did rev` (least recently used dropped first). */
 const MAX_CACHED_PACKS = 512;
 const packs = new WeakMap<Deno.Kv, Map<string, Map<string, Uint8Array>>>();
@@ -272,31 +277,46 @@ export class KvBlockSource implements NodeSource {
     return index;
   }
 
-  /** Visits the commits with rev greater than `after`, in rev order. */
+  /**
+   * Visits the commits with rev greater than `after`, in rev order.
+   *
+   * The commits are listed a page at a time, each page one read of the store, and each commit
+   * is decoded from chunks of one page only: a compaction (of any process) that rewrites a
+   * commit between two reads then yields either its old or its new blocks, never the old first
+   * chunk joined to a new second one. A full page ends before its last commit, which the next
+   * page starts with.
+   */
   async #scan(
     after: string,
     visit: (rev: string, pack: Map<string, Uint8Array>, chunks: number) => void,
   ): Promise<void> {
     const prefix = repoBlocksPrefix(this.#did);
-    const selector: Deno.KvListSelector = after === ""
-      ? { prefix }
-      : { prefix, start: [...prefix, after + "\0"] };
-    let rev: string | null = null;
-    let parts: Uint8Array[] = [];
-    const flush = () => {
-      if (rev !== null) visit(rev, decodeBlockPack(concatBytes(parts)), parts.length);
-    };
+    let start: Deno.KvKey | undefined = after === "" ? undefined : [...prefix, after + "\0"];
     const slicer = new TimeSlicer();
-    for await (const e of this.#kv.list<Uint8Array>(selector, { batchSize: 500 })) {
-      if (slicer.due()) await slicer.next();
-      const entryRev = e.key[2] as string;
-      if (entryRev !== rev) {
-        flush();
-        rev = entryRev;
-        parts = [];
+    for (;;) {
+      const selector: Deno.KvListSelector = start === undefined ? { prefix } : { prefix, start };
+      const page: Deno.KvEntry<Uint8Array>[] = [];
+      for await (
+        const e of this.#kv.list<Uint8Array>(selector, { limit: SCAN_PAGE, batchSize: SCAN_PAGE })
+      ) page.push(e);
+      const full = page.length === SCAN_PAGE;
+      let end = page.length;
+      if (full) {
+        const lastRev = page[end - 1].key[2];
+        while (end > 0 && page[end - 1].key[2] === lastRev) end--;
+        if (end === 0) {
+          throw new Error(`Stored commit ${String(lastRev)} of ${this.#did} has too many chunks`);
+        }
+        start = page[end].key;
       }
-      parts.push(e.value);
+      for (let i = 0; i < end;) {
+        if (slicer.due()) await slicer.next();
+        const rev = page[i].key[2] as string;
+        const parts: Uint8Array[] = [];
+        for (; i < end && page[i].key[2] === rev; i++) parts.push(page[i].value);
+        visit(rev, decodeBlockPack(concatBytes(parts)), parts.length);
+      }
+      if (!full) return;
     }
-    flush();
   }
 }

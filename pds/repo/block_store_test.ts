@@ -1,0 +1,130 @@
+import assert from "node:assert/strict";
+import { cidForRaw, formatCid } from "../../shared/cid.ts";
+import { makeTempDir } from "../../tests/_util.ts";
+import { repoBlocksKey } from "../store/keys.ts";
+import { encodeBlockPack, KvBlockSource, putBlocks } from "./block_store.ts";
+import type { Block } from "./mst.ts";
+
+const DID = "did:plc:bbbbbbbbbbbbbbbbbbbbbbbb";
+
+function block(size: number, seed: number): Block {
+  const bytes = new Uint8Array(size);
+  for (let i = 0; i < size; i++) bytes[i] = (seed * 31 + i * 7) & 0xff;
+  return { cid: cidForRaw(bytes), bytes };
+}
+
+async function storeCommit(kv: Deno.Kv, rev: string, blocks: Block[]): Promise<number> {
+  const op = kv.atomic();
+  const chunks = putBlocks(op, DID, rev, blocks);
+  assert.equal((await op.commit()).ok, true);
+  return chunks;
+}
+
+/** Rewrites a stored commit as a compaction does: fewer or other blocks, surplus chunks deleted. */
+async function rewriteCommit(
+  kv: Deno.Kv,
+  rev: string,
+  oldChunks: number,
+  blocks: Block[],
+): Promise<void> {
+  const op = kv.atomic();
+  const chunks = putBlocks(op, DID, rev, blocks);
+  for (let c = chunks; c < oldChunks; c++) op.delete(repoBlocksKey(DID, rev, c));
+  assert.equal((await op.commit()).ok, true);
+}
+
+/**
+ * `kv` whose list iterators run `between` (once) when asked for more after their 500th entry:
+ * a store read in pages of 500 entries changes between two pages.
+ */
+function changingAfter500Entries(kv: Deno.Kv, between: () => Promise<void>): Deno.Kv {
+  let ran = false;
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "list") {
+        return async function* (...args: Parameters<Deno.Kv["list"]>) {
+          let n = 0;
+          for await (const entry of target.list(...args)) {
+            yield entry;
+            if (++n === 500 && !ran) {
+              ran = true;
+              await between();
+            }
+          }
+        };
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+for (
+  const [name, replacement] of [
+    ["to one chunk", (a: Block, _b: Block, _c: Block) => [a]],
+    ["to two other chunks", (_a: Block, b: Block, c: Block) => [c, b, block(30_000, 9_999)]],
+  ] as const
+) {
+  Deno.test(`a scan reads a commit rewritten ${name} between two pages whole, old or new (spec 4.1 getRepo)`, async () => {
+    await using dir = await makeTempDir();
+    const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+    try {
+      const revs = Array.from({ length: 501 }, (_, i) => `r${String(i).padStart(4, "0")}`);
+      const small = revs.map((_, i) => block(40, i));
+      // Entries 0-498: one chunk each; the commit r0499 fills entries 499 and 500, across the
+      // first page's end; r0500 comes after it.
+      for (let i = 0; i < 499; i++) await storeCommit(kv, revs[i], [small[i]]);
+      const [a, b, c] = [block(25_000, 1_001), block(25_000, 1_002), block(25_000, 1_003)];
+      const oldChunks = await storeCommit(kv, revs[499], [a, b, c]);
+      assert.equal(oldChunks, 2);
+      await storeCommit(kv, revs[500], [small[500]]);
+      const rewritten = replacement(a, b, c);
+      assert.equal(encodeBlockPack(rewritten).length > 60_000, rewritten.length > 1);
+
+      const reader = changingAfter500Entries(
+        kv,
+        () => rewriteCommit(kv, revs[499], oldChunks, rewritten),
+      );
+      const all = await new KvBlockSource(reader, DID).all();
+
+      const expected = new Map<string, { rev: string; bytes: Uint8Array }>();
+      for (let i = 0; i < 499; i++) {
+        expected.set(formatCid(small[i].cid), { rev: revs[i], bytes: small[i].bytes });
+      }
+      for (const blk of rewritten) {
+        expected.set(formatCid(blk.cid), { rev: revs[499], bytes: blk.bytes });
+      }
+      expected.set(formatCid(small[500].cid), { rev: revs[500], bytes: small[500].bytes });
+      assert.equal(all.size, expected.size);
+      for (const [cid, want] of expected) assert.deepEqual(all.get(cid), want, cid);
+    } finally {
+      kv.close();
+    }
+  });
+}
+
+Deno.test("packs() reports each stored commit once with its chunk count, across pages", async () => {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+  try {
+    // 1,200 entries: three pages, with two-chunk commits at both page ends.
+    const expected: { rev: string; chunks: number; cids: string[] }[] = [];
+    let entries = 0;
+    for (let i = 0; entries < 1_200; i++) {
+      const rev = `r${String(i).padStart(5, "0")}`;
+      const big = entries === 499 || entries === 998;
+      const blocks = big ? [block(40_000, i), block(40_000, -i - 1)] : [block(64, i)];
+      const chunks = await storeCommit(kv, rev, blocks);
+      assert.equal(chunks, big ? 2 : 1);
+      expected.push({ rev, chunks, cids: blocks.map((b) => formatCid(b.cid)) });
+      entries += chunks;
+    }
+    const packs = await new KvBlockSource(kv, DID).packs();
+    assert.deepEqual(
+      packs.map((p) => ({ rev: p.rev, chunks: p.chunks, cids: [...p.blocks.keys()] })),
+      expected,
+    );
+  } finally {
+    kv.close();
+  }
+});
