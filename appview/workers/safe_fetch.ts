@@ -12,17 +12,19 @@
  * - any other host name is resolved with `Deno.resolveDns` (A and AAAA, in parallel) and every
  *   address must be public; a name with no address is refused.
  *
- * Known gap (DNS rebinding): `fetch` resolves the name again when it connects, through the system
- * resolver, so a name whose DNS answers change between the two lookups (a TTL-0 record flipping
- * from a public to a private address), or one that `/etc/hosts` maps differently from DNS, can
- * still reach a private address. Closing it means connecting to the checked address with the
- * original `Host` header and TLS server name, which `fetch` cannot do for HTTPS; a deployment that
- * needs a hard guarantee should also block private ranges with an egress firewall for the index.
+ * The connection goes to the checked addresses, never to a second lookup's (DNS rebinding: a
+ * name whose TTL-0 answers flip from a public to a private address between the check and the
+ * connect, or one that `/etc/hosts` maps differently). Requests therefore go through
+ * `node:http`/`node:https` with a `lookup` pinned to those addresses, where `fetch` would resolve
+ * the name again; TLS still verifies the certificate against the URL's host name.
  *
  * @module
  */
 
-import { readStreamLimited } from "../../shared/bytes.ts";
+import http from "node:http";
+import https from "node:https";
+import { Buffer } from "node:buffer";
+import { concatBytes } from "../../shared/bytes.ts";
 import { classifyAddress } from "./ip_ranges.ts";
 
 /** Default bound on a response body (a DID document is well under 4 KiB). */
@@ -68,8 +70,13 @@ export interface SafeFetchOptions {
   timeoutMs?: number;
   /** Caller's cancellation (for example a worker shutting down). */
   signal?: AbortSignal;
-  /** Host name resolution, injectable for tests. Default: `Deno.resolveDns` A + AAAA. */
+  /**
+   * Host name resolution. Default: `Deno.resolveDns` A + AAAA. Injected (in tests), its answer
+   * is where the request connects, with or without {@link allowPrivate}.
+   */
   lookup?: HostLookup;
+  /** Certificates trusted for HTTPS in place of the default roots (a private CA, tests). */
+  caCerts?: string[];
 }
 
 /** A fully read response. */
@@ -101,24 +108,26 @@ export async function safeFetch(url: string, opts: SafeFetchOptions = {}): Promi
   let current = parseTarget(url);
   try {
     for (let hop = 0;; hop++) {
-      if (!opts.allowPrivate) await checkDestination(current, lookup, signal);
-      const res = await fetch(current, {
-        method,
-        headers: opts.headers,
-        body,
-        redirect: "manual",
+      const addresses = opts.allowPrivate
+        ? (opts.lookup === undefined ? null : await resolveAddresses(current, lookup, signal))
+        : await checkDestination(current, lookup, signal);
+      const res = await send(current, { method, headers: opts.headers, body }, {
+        addresses,
         signal,
+        caCerts: opts.caCerts,
       });
-      if (!REDIRECTS.has(res.status)) {
+      if (!REDIRECTS.has(res.statusCode ?? 0)) {
         const bytes = await readBounded(res, opts.maxBytes ?? DEFAULT_MAX_BYTES, current.href);
-        return { status: res.status, url: current.href, headers: res.headers, body: bytes };
+        return { status: res.statusCode!, url: current.href, headers: headersOf(res), body: bytes };
       }
-      await res.body?.cancel();
+      res.destroy();
       if (hop >= maxRedirects) {
         throw new SafeFetchError("redirects", `Too many redirects from ${url}`);
       }
-      const next = nextHop(current, res.headers.get("location"));
-      if (res.status === 303 || (method === "POST" && res.status !== 307 && res.status !== 308)) {
+      const location = res.headers.location;
+      const next = nextHop(current, location === undefined ? null : location);
+      const status = res.statusCode;
+      if (status === 303 || (method === "POST" && status !== 307 && status !== 308)) {
         method = "GET";
         body = undefined;
       }
@@ -127,6 +136,52 @@ export async function safeFetch(url: string, opts: SafeFetchOptions = {}): Promi
   } catch (e) {
     throw asSafeFetchError(e, current.href, timeoutMs, opts.signal);
   }
+}
+
+/**
+ * One request, without following redirects; resolves with the response head (the body unread).
+ * With `addresses`, the connection goes to one of them whatever the host name resolves to now.
+ */
+function send(
+  url: URL,
+  init: { method: string; headers?: Record<string, string>; body?: string },
+  via: { addresses: readonly string[] | null; signal: AbortSignal; caCerts?: string[] },
+): Promise<http.IncomingMessage> {
+  const body = init.body === undefined ? undefined : Buffer.from(init.body);
+  const headers: Record<string, string> = { ...init.headers };
+  if (body !== undefined) headers["content-length"] = String(body.byteLength);
+  const options: https.RequestOptions = {
+    method: init.method,
+    headers,
+    agent: false, // no pooled connection to some other address
+    signal: via.signal,
+  };
+  if (via.addresses !== null) options.lookup = pinnedLookup(via.addresses);
+  if (via.caCerts !== undefined) options.ca = via.caCerts;
+  return new Promise((resolve, reject) => {
+    via.signal.throwIfAborted();
+    const req = (url.protocol === "https:" ? https : http).request(url, options, resolve);
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** A `net` lookup function answering with `addresses` only (already checked). */
+function pinnedLookup(addresses: readonly string[]): NonNullable<http.RequestOptions["lookup"]> {
+  const entries = addresses.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+  // deno-lint-ignore no-explicit-any
+  return ((_hostname: string, options: any, callback?: any) => {
+    const done = typeof options === "function" ? options : callback;
+    if (typeof options === "object" && options?.all) done(null, entries);
+    else done(null, entries[0].address, entries[0].family);
+  }) as NonNullable<http.RequestOptions["lookup"]>;
+}
+
+function headersOf(res: http.IncomingMessage): Headers {
+  const headers = new Headers();
+  const raw = res.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+  return headers;
 }
 
 /** {@link safeFetch}, then parses the body as JSON (`json` is undefined when it is not JSON). */
@@ -147,7 +202,8 @@ export async function safeFetchJson(
 
 /**
  * Refuses a destination that is not public: the host is an IP literal in a non-public range,
- * `localhost`, or a name any of whose A/AAAA addresses is non-public.
+ * `localhost`, or a name any of whose A/AAAA addresses is non-public. Returns the checked
+ * addresses of a name (to connect to), null for an IP literal.
  *
  * @throws {SafeFetchError} with reason `refused` (or `network` when the name does not resolve)
  */
@@ -155,14 +211,35 @@ export async function checkDestination(
   url: URL,
   lookup: HostLookup = resolveHost,
   signal?: AbortSignal,
-): Promise<void> {
+): Promise<string[] | null> {
   const host = url.hostname.toLowerCase();
   const literal = classifyAddress(host);
   if (literal !== undefined) {
     if (literal !== null) refuse(url, host, literal);
-    return;
+    return null;
   }
   if (host === "localhost" || host.endsWith(".localhost")) refuse(url, host, "loopback");
+  const addresses = await resolveAddresses(url, lookup, signal);
+  for (const address of addresses!) {
+    const kind = classifyAddress(address);
+    if (kind !== null) refuse(url, `${host} (${address})`, kind!);
+  }
+  return addresses;
+}
+
+/**
+ * The addresses of `url`'s host through `lookup` (null for an IP literal), each an IP address.
+ *
+ * @throws {SafeFetchError} `network` when the name does not resolve or has no address, `refused`
+ *   when an answer is not an IP address
+ */
+async function resolveAddresses(
+  url: URL,
+  lookup: HostLookup,
+  signal?: AbortSignal,
+): Promise<string[] | null> {
+  const host = url.hostname.toLowerCase();
+  if (classifyAddress(host) !== undefined) return null;
   let addresses: string[];
   try {
     addresses = await lookup(host, signal ?? new AbortController().signal);
@@ -176,12 +253,11 @@ export async function checkDestination(
     throw new SafeFetchError("network", `Host has no addresses: ${host}`);
   }
   for (const address of addresses) {
-    const kind = classifyAddress(address);
-    if (kind === undefined) {
+    if (classifyAddress(address) === undefined) {
       throw new SafeFetchError("refused", `Host ${host} resolved to a non-IP value: ${address}`);
     }
-    if (kind !== null) refuse(url, `${host} (${address})`, kind);
   }
+  return addresses;
 }
 
 /** Default {@link HostLookup}: A and AAAA through `Deno.resolveDns`, missing record types ignored. */
@@ -235,20 +311,30 @@ function nextHop(from: URL, location: string | null): URL {
   return target;
 }
 
-async function readBounded(res: Response, maxBytes: number, url: string): Promise<Uint8Array> {
-  const declared = Number(res.headers.get("content-length") ?? "NaN");
+async function readBounded(
+  res: http.IncomingMessage,
+  maxBytes: number,
+  url: string,
+): Promise<Uint8Array> {
+  const declared = Number(res.headers["content-length"] ?? "NaN");
   if (declared > maxBytes) {
-    await res.body?.cancel();
+    res.destroy();
     throw new SafeFetchError(
       "too_large",
       `Response from ${url} is ${declared} bytes (max ${maxBytes})`,
     );
   }
-  return readStreamLimited(
-    res.body,
-    maxBytes,
-    () => new SafeFetchError("too_large", `Response from ${url} exceeds ${maxBytes} bytes`),
-  );
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > maxBytes) {
+      res.destroy();
+      throw new SafeFetchError("too_large", `Response from ${url} exceeds ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return concatBytes(chunks);
 }
 
 function refuse(url: URL, what: string, kind: string): never {

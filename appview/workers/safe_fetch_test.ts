@@ -190,3 +190,61 @@ Deno.test("safeFetch reports the caller's abort as aborted", async () => {
   const e = await refusal(pending);
   assert.equal(e.reason, "aborted");
 });
+
+Deno.test("safeFetch connects to the address its lookup answered, not to a second resolution", async () => {
+  // `.invalid` never resolves (RFC 6761): only a connection pinned to the looked-up address
+  // reaches the server. With `fetch`, which resolves the name again, this is a network error.
+  await using server = serveOnPort0((req) => new Response(`host ${req.headers.get("host")}`));
+  const lookups: string[] = [];
+  const lookup: HostLookup = (host) => {
+    lookups.push(host);
+    return Promise.resolve(["127.0.0.1"]);
+  };
+  const url = `http://rebind.invalid:${server.port}/doc`;
+  const res = await safeFetch(url, { allowPrivate: true, lookup });
+  assert.equal(res.status, 200);
+  assert.equal(res.url, url);
+  assert.equal(new TextDecoder().decode(res.body), `host rebind.invalid:${server.port}`);
+  assert.deepEqual(lookups, ["rebind.invalid"]);
+});
+
+/**
+ * A self-signed certificate for `pinned.test` (P-256, valid 2020-2120), test use only: the
+ * HTTPS test below serves it on loopback and trusts it alone.
+ */
+const PINNED_TEST_CERT = `-----BEGIN CERTIFICATE-----
+MIIBZDCCAQqgAwIBAgIBATAKBggqhkjOPQQDAjAWMRQwEgYDVQQDDAtwaW5uZWQu
+dGVzdDAgFw0yMDAxMDEwMDAwMDBaGA8yMTIwMDEwMTAwMDAwMFowFjEUMBIGA1UE
+AwwLcGlubmVkLnRlc3QwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAQqAyuPvkKK
+8aBfGB+4Ko7Zp/o9mjokUnnc6CMuFCxrK87tqQOlkkkt4GUW35qZxNrLe8k6Iexh
+33C/CNkHvVsgo0cwRTAWBgNVHREEDzANggtwaW5uZWQudGVzdDAMBgNVHRMBAf8E
+AjAAMB0GA1UdDgQWBBSgGjzqk8MCeGyZc/HKjcQm6UYkvDAKBggqhkjOPQQDAgNI
+ADBFAiAeu9o/eAabuU0Akv8CL/xJuhx+7lmSqvirP0OdPtgUuQIhAM6hbm9YtWvh
+DY5V9OW0EncAJf8lSR39ATHnWmO3/bO4
+-----END CERTIFICATE-----`;
+const PINNED_TEST_KEY = `-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgP5RdqgsdckWPpROe
+liFcdEdYViFH1mnydin8WIxnw/yhRANCAAQqAyuPvkKK8aBfGB+4Ko7Zp/o9mjok
+Unnc6CMuFCxrK87tqQOlkkkt4GUW35qZxNrLe8k6Iexh33C/CNkHvVsg
+-----END PRIVATE KEY-----`;
+
+Deno.test("safeFetch over HTTPS connects to the checked address and verifies the host name", async () => {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: PINNED_TEST_CERT, key: PINNED_TEST_KEY, onListen() {} },
+    (req) => new Response(`tls ${req.headers.get("host")}`),
+  );
+  try {
+    const port = server.addr.port;
+    const lookup: HostLookup = () => Promise.resolve(["127.0.0.1"]);
+    const opts = { allowPrivate: true, lookup, caCerts: [PINNED_TEST_CERT] };
+    const res = await safeFetch(`https://pinned.test:${port}/`, opts);
+    assert.equal(res.status, 200);
+    assert.equal(new TextDecoder().decode(res.body), `tls pinned.test:${port}`);
+    // Same address, another name: the certificate does not name it.
+    const e = await refusal(safeFetch(`https://other.test:${port}/`, opts));
+    assert.equal(e.reason, "network");
+    assert.match(e.message, /^Request failed: https:\/\/other\.test:\d+\/: .*other\.test/);
+  } finally {
+    await server.shutdown();
+  }
+});
