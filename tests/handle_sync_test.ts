@@ -13,6 +13,7 @@ import { loadAppviewConfig } from "../appview/config.ts";
 import { openIndexDb } from "../appview/db/open.ts";
 import { IndexWriter, placeholderHandle } from "../appview/ingest/apply_ops.ts";
 import { DidResolver } from "../appview/workers/did_resolver.ts";
+import { atprotoTxtRecords } from "../appview/workers/_testing.ts";
 import { HandleSync, runHandleSyncWorker } from "../appview/workers/handle_sync.ts";
 import { startPds } from "../pds/server.ts";
 import { encodeBlock, formatCid } from "../shared/cid.ts";
@@ -237,10 +238,12 @@ Deno.test("handle sync resolves 350 placeholder posts over 250 DIDs, 8 in flight
       `reply ${placeholderHandle(locals[1])}`,
     ]);
 
+    const didOfHandle = new Map([...expected].map(([did, handle]) => [handle, did]));
     const resolver = new DidResolver({
       pdsUrl: pdsProxy.url,
       plcUrl: servers[1].url,
       allowPrivate: true,
+      txtLookup: atprotoTxtRecords((handle) => didOfHandle.get(handle)),
     });
     const sync = new HandleSync(db, { resolver, log, now: clock });
     // Batches walk the authors in order of their interned id (actors.id), which is assigned on
@@ -348,7 +351,10 @@ Deno.test("runHandleSyncWorker resolves placeholders from the configuration unti
       APPVIEW_ALLOW_PRIVATE_FETCH: "true",
     });
     const stop = new AbortController();
-    const worker = runHandleSyncWorker(config, silentLogger, stop.signal, { intervalMs: 60_000 });
+    const worker = runHandleSyncWorker(config, silentLogger, stop.signal, {
+      intervalMs: 60_000,
+      resolver: { txtLookup: atprotoTxtRecords({ "worker.example.com": did }) },
+    });
     const handles = () =>
       (db.prepare("SELECT DISTINCT handle FROM posts WHERE did = ?").all(did) as {
         handle: string;

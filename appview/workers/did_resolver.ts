@@ -14,8 +14,13 @@
  * private-address check; the directory and `did:web` hosts are not.
  *
  * Handles are validated with `isValidHandle` and lower-cased; `handle.invalid` counts as none.
- * The handle is taken as the DID's own claim: it is not verified back (handle to DID) by DNS or
- * `/.well-known/atproto-did`.
+ *
+ * A handle from a DID document (directory or `did:web`) is only the DID owner's claim, so it is
+ * verified back, as atproto resolves handles: the DNS TXT record `_atproto.<handle>`
+ * (`did=<did>`, one distinct value) or, when DNS names none, `https://<handle>/.well-known/atproto-did`
+ * must name the same DID. A handle that does not is a failed resolution (retried later; the
+ * posts keep their placeholder). The local account host's answer is not verified back: it
+ * assigned the handle.
  *
  * @module
  */
@@ -25,6 +30,7 @@ import {
   DEFAULT_MAX_BYTES,
   DEFAULT_TIMEOUT_MS,
   type HostLookup,
+  safeFetch,
   SafeFetchError,
   safeFetchJson,
 } from "./safe_fetch.ts";
@@ -33,7 +39,14 @@ import {
 export const RESOLVE_HANDLE_PATH = "/xrpc/com.atproto.identity.resolveHandle";
 /** Path of a `did:web` DID document. */
 export const DID_WEB_PATH = "/.well-known/did.json";
+/** Path of a handle's DID on its own host (atproto handle resolution over HTTPS). */
+export const HANDLE_DID_PATH = "/.well-known/atproto-did";
 const INVALID_HANDLE = "handle.invalid";
+/** Largest `atproto-did` body read (a DID is at most 2 KiB). */
+const HANDLE_DID_MAX_BYTES = 2_048;
+
+/** The TXT records of a DNS name, each as its strings; empty when it has none. */
+export type TxtLookup = (name: string, signal: AbortSignal) => Promise<string[][]>;
 
 /** A handle could not be resolved; the message names the DID and the reason. */
 export class HandleResolutionError extends Error {
@@ -69,6 +82,13 @@ export interface DidResolverOptions {
   maxBytes?: number;
   /** Host name resolution for the address check; injectable for tests. */
   lookup?: HostLookup;
+  /** TXT record lookup for handle verification. Default: `Deno.resolveDns` (TXT). */
+  txtLookup?: TxtLookup;
+  /**
+   * Where a handle's `atproto-did` is read. Default `https://<handle>/.well-known/atproto-did`;
+   * tests point it at a loopback server.
+   */
+  handleDidUrl?: (handle: string) => string;
 }
 
 /** Resolves DIDs to handles through the account host, the DID directory or `did:web`. */
@@ -79,6 +99,8 @@ export class DidResolver implements HandleResolver {
   readonly #timeoutMs: number;
   readonly #maxBytes: number;
   readonly #lookup: HostLookup | undefined;
+  readonly #txtLookup: TxtLookup;
+  readonly #handleDidUrl: (handle: string) => string;
 
   constructor(opts: DidResolverOptions) {
     this.#pdsUrl = opts.pdsUrl.replace(/\/+$/, "");
@@ -87,6 +109,8 @@ export class DidResolver implements HandleResolver {
     this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
     this.#lookup = opts.lookup;
+    this.#txtLookup = opts.txtLookup ?? resolveTxt;
+    this.#handleDidUrl = opts.handleDidUrl ?? ((handle) => `https://${handle}${HANDLE_DID_PATH}`);
   }
 
   /**
@@ -111,7 +135,8 @@ export class DidResolver implements HandleResolver {
         localError = messageOf(e);
       }
       try {
-        return { handle: await this.#fromDirectory(did, signal), authoritative: false };
+        const handle = await this.#fromDirectory(did, signal);
+        return { handle: await this.#verifiedBack(did, handle, signal), authoritative: false };
       } catch (e) {
         if (e instanceof HandleResolutionError) {
           fail(`${e.message} (account host: ${localError})`);
@@ -120,9 +145,68 @@ export class DidResolver implements HandleResolver {
       }
     }
     if (did.startsWith("did:web:")) {
-      return { handle: await this.#fromDidWeb(did, signal), authoritative: false };
+      const handle = await this.#fromDidWeb(did, signal);
+      return { handle: await this.#verifiedBack(did, handle, signal), authoritative: false };
     }
     fail(`Unsupported DID method: ${did}`);
+  }
+
+  /**
+   * The DID that `handle` names (lower-cased handle): the DNS TXT record `_atproto.<handle>`
+   * when it holds exactly one distinct `did=` value, otherwise the `atproto-did` document of the
+   * handle's host (first line, trimmed); null when neither names a valid DID.
+   */
+  async handleDid(handle: string, signal?: AbortSignal): Promise<string | null> {
+    return await this.#didFromDns(handle, signal) ?? await this.#didFromHost(handle, signal);
+  }
+
+  /** `handle`, once it resolves back to `did`. */
+  async #verifiedBack(did: string, handle: string, signal?: AbortSignal): Promise<string> {
+    const back = await this.handleDid(handle, signal);
+    if (back !== did) {
+      fail(`Handle ${handle} of ${did} does not resolve back to it (it names ${back ?? "no DID"})`);
+    }
+    return handle;
+  }
+
+  async #didFromDns(handle: string, signal?: AbortSignal): Promise<string | null> {
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    let records: string[][];
+    try {
+      records = await this.#txtLookup(
+        `_atproto.${handle}`,
+        signal ? AbortSignal.any([signal, timeout]) : timeout,
+      );
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      return null; // no such name, no TXT record, or no answer in time: try HTTPS
+    }
+    const dids = new Set<string>();
+    for (const record of records) {
+      const value = record.join("");
+      if (value.startsWith("did=")) dids.add(value.slice("did=".length).trim());
+    }
+    if (dids.size !== 1) return null;
+    const [found] = dids;
+    return isValidDid(found) ? found : null;
+  }
+
+  async #didFromHost(handle: string, signal?: AbortSignal): Promise<string | null> {
+    try {
+      const res = await safeFetch(this.#handleDidUrl(handle), {
+        allowPrivate: this.#allowPrivate,
+        timeoutMs: this.#timeoutMs,
+        maxBytes: HANDLE_DID_MAX_BYTES,
+        signal,
+        lookup: this.#lookup,
+      });
+      if (res.status !== 200) return null;
+      const found = new TextDecoder().decode(res.body).split("\n", 1)[0].trim();
+      return isValidDid(found) ? found : null;
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      return null;
+    }
   }
 
   async #fromAccountHost(did: string, signal?: AbortSignal): Promise<string> {
@@ -218,6 +302,16 @@ export class DidResolver implements HandleResolver {
       }
       throw e;
     }
+  }
+}
+
+/** Default {@link TxtLookup}: `Deno.resolveDns` TXT; a name without records has none. */
+export async function resolveTxt(name: string, signal: AbortSignal): Promise<string[][]> {
+  try {
+    return await Deno.resolveDns(name, "TXT", { signal });
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return [];
+    throw e;
   }
 }
 

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { serveOnPort0 } from "../../tests/_util.ts";
 import { DidResolver, handleFromDocument, HandleResolutionError } from "./did_resolver.ts";
 import type { HostLookup } from "./safe_fetch.ts";
+import { atprotoTxtRecords } from "./_testing.ts";
 
 // Spec 4.3 rule 1: did:plc via the DID directory, did:web via HTTPS, DIDs hosted on the local
 // account host via its resolveHandle (POST, the DID in `handle`; the response `handle` is used).
@@ -46,6 +47,9 @@ function startServers() {
   };
 }
 
+/** The DNS of the remote handles: each names its DID back. */
+const txtLookup = atprotoTxtRecords({ "bob.example.com": REMOTE });
+
 async function failure(p: Promise<unknown>): Promise<string> {
   const e = await p.then(() => null, (e) => e);
   assert.ok(e instanceof HandleResolutionError, `expected HandleResolutionError, got ${e}`);
@@ -61,7 +65,12 @@ Deno.test("resolveHandle asks the account host first and uses its handle, lower-
 
 Deno.test("resolveHandle falls back to the directory when the account host answers an error", async () => {
   await using s = startServers();
-  const resolver = new DidResolver({ pdsUrl: s.pds.url, plcUrl: s.plc.url, allowPrivate: true });
+  const resolver = new DidResolver({
+    pdsUrl: s.pds.url,
+    plcUrl: s.plc.url,
+    allowPrivate: true,
+    txtLookup,
+  });
   assert.equal(await resolver.resolveHandle(REMOTE), "bob.example.com");
   assert.deepEqual(s.calls, [
     `pds POST /xrpc/com.atproto.identity.resolveHandle ${REMOTE}`,
@@ -78,7 +87,12 @@ Deno.test("resolveHandle asks the directory when the account host is unreachable
   await using s = startServers();
   const down = serveOnPort0(() => new Response());
   await down.close();
-  const resolver = new DidResolver({ pdsUrl: down.url, plcUrl: s.plc.url, allowPrivate: true });
+  const resolver = new DidResolver({
+    pdsUrl: down.url,
+    plcUrl: s.plc.url,
+    allowPrivate: true,
+    txtLookup,
+  });
   assert.equal(await resolver.resolveHandle(REMOTE), "bob.example.com");
 });
 
@@ -89,7 +103,12 @@ Deno.test("resolveHandle reads a did:web document over http for localhost when a
     return Response.json(didDoc(did, ["at://Carol.Example.org"]));
   });
   did = `did:web:localhost%3A${web.port}`;
-  const resolver = new DidResolver({ pdsUrl: web.url, plcUrl: web.url, allowPrivate: true });
+  const resolver = new DidResolver({
+    pdsUrl: web.url,
+    plcUrl: web.url,
+    allowPrivate: true,
+    txtLookup: atprotoTxtRecords({ "carol.example.org": did }),
+  });
   assert.equal(await resolver.resolveHandle(did), "carol.example.org");
 });
 
@@ -209,4 +228,68 @@ Deno.test("resolveHandle rejects an oversized DID document", async () => {
   const resolver = new DidResolver({ pdsUrl: web.url, plcUrl: web.url, allowPrivate: true });
   const message = await failure(resolver.resolveHandle(did));
   assert.ok(message.endsWith("(max 65536)"), message);
+});
+
+Deno.test("a handle from a DID document must resolve back to the DID, by DNS or atproto-did", async () => {
+  await using s = startServers();
+  // The handle hosts' `/.well-known/atproto-did`, served on loopback.
+  const hostDid = new Map<string, string>();
+  const hostPaths: string[] = [];
+  await using hosts = serveOnPort0((req) => {
+    const [, handle, ...rest] = new URL(req.url).pathname.split("/");
+    hostPaths.push(`${handle} /${rest.join("/")}`);
+    const did = hostDid.get(handle);
+    return did === undefined ? new Response("not here", { status: 404 }) : new Response(did);
+  });
+  let txt: Record<string, string | string[]> = {};
+  const resolver = new DidResolver({
+    pdsUrl: s.pds.url,
+    plcUrl: s.plc.url,
+    allowPrivate: true,
+    txtLookup: (name) => {
+      const value = txt[name.slice("_atproto.".length)];
+      const values = value === undefined ? [] : Array.isArray(value) ? value : [value];
+      // Other TXT records beside; a record may come as several strings.
+      const records = values.map((v) => [`did=${v.slice(0, 12)}`, v.slice(12)]);
+      return Promise.resolve(values.length === 0 ? [] : [["v=spf1 -all"], ...records]);
+    },
+    handleDidUrl: (handle) => `${hosts.url}/${handle}/.well-known/atproto-did`,
+  });
+  const claimed = `Handle bob.example.com of ${REMOTE} does not resolve back to it`;
+  const accountHost = `(account host: Account host answered 400 for ${REMOTE} (HandleNotFound))`;
+
+  // DNS names the DID: the host is not asked.
+  txt = { "bob.example.com": REMOTE };
+  assert.equal(await resolver.resolveHandle(REMOTE), "bob.example.com");
+  assert.deepEqual(hostPaths, []);
+  // DNS names another DID.
+  txt = { "bob.example.com": MISSING };
+  assert.equal(
+    await failure(resolver.resolveHandle(REMOTE)),
+    `${claimed} (it names ${MISSING}) ${accountHost}`,
+  );
+  // No TXT record: the host's atproto-did names the DID (a trailing newline is fine).
+  txt = {};
+  hostDid.set("bob.example.com", `${REMOTE}\n`);
+  assert.equal(await resolver.resolveHandle(REMOTE), "bob.example.com");
+  assert.deepEqual(hostPaths, ["bob.example.com /.well-known/atproto-did"]);
+  // Two different DIDs in DNS count as none; the host names another DID.
+  txt = { "bob.example.com": [REMOTE, MISSING] };
+  hostDid.set("bob.example.com", MISSING);
+  assert.equal(
+    await failure(resolver.resolveHandle(REMOTE)),
+    `${claimed} (it names ${MISSING}) ${accountHost}`,
+  );
+  // Neither names one.
+  txt = {};
+  hostDid.delete("bob.example.com");
+  assert.equal(
+    await failure(resolver.resolveHandle(REMOTE)),
+    `${claimed} (it names no DID) ${accountHost}`,
+  );
+  assert.equal(await resolver.handleDid("bob.example.com"), null);
+  hostDid.set("bob.example.com", "not a did");
+  assert.equal(await resolver.handleDid("bob.example.com"), null);
+  // The local account host's handle is its own word: not verified back.
+  assert.equal(await resolver.resolveHandle(LOCAL), "alice.test");
 });

@@ -22,7 +22,12 @@ import type { AppviewConfig } from "../config.ts";
 import { openIndexDb } from "../db/open.ts";
 import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";
-import { DidResolver, type HandleResolver, type ResolvedHandle } from "./did_resolver.ts";
+import {
+  DidResolver,
+  type DidResolverOptions,
+  type HandleResolver,
+  type ResolvedHandle,
+} from "./did_resolver.ts";
 
 /** Spec part 8: DIDs per batch. */
 export const HANDLE_SYNC_BATCH_SIZE = 100;
@@ -208,6 +213,8 @@ export class HandleSync {
 export interface HandleSyncWorkerOptions {
   /** Pause between batches that were not full. Default {@link DEFAULT_HANDLE_SYNC_INTERVAL_MS}. */
   intervalMs?: number;
+  /** Handle verification lookups (tests, where the real DNS does not run). */
+  resolver?: Pick<DidResolverOptions, "txtLookup" | "handleDidUrl">;
 }
 
 /**
@@ -222,7 +229,7 @@ export async function runHandleSyncWorker(
 ): Promise<void> {
   const db = openIndexDb(config.dbPath);
   try {
-    const sync = createHandleSync(db, config, log);
+    const sync = createHandleSync(db, config, log, { resolver: opts.resolver });
     log.info("Handle sync started", { plcUrl: config.plcUrl, pdsUrl: config.pdsUrl });
     sync.start(opts.intervalMs);
     await new Promise<void>((resolve) => {
@@ -241,9 +248,13 @@ export function createHandleSync(
   db: DatabaseSync,
   config: AppviewConfig,
   log: Logger,
-  opts: { writer?: IndexWriter } = {},
+  opts: {
+    writer?: IndexWriter;
+    resolver?: Pick<DidResolverOptions, "txtLookup" | "handleDidUrl">;
+  } = {},
 ): HandleSync {
   const resolver = new DidResolver({
+    ...opts.resolver,
     pdsUrl: config.pdsUrl,
     plcUrl: config.plcUrl,
     allowPrivate: config.allowPrivateFetch,

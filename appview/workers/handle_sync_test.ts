@@ -8,6 +8,7 @@ import { openIndexDb } from "../db/open.ts";
 import { IndexWriter, placeholderHandle } from "../ingest/apply_ops.ts";
 import { DidResolver } from "./did_resolver.ts";
 import { HandleSync } from "./handle_sync.ts";
+import { atprotoTxtRecords } from "./_testing.ts";
 
 // Spec 4.3 rule 1; the acceptance scenario of issue 9 is tests/handle_sync_test.ts.
 
@@ -30,7 +31,13 @@ Deno.test("HandleSync.start runs full batches back to back and close stops the w
   try {
     const dids = ["a", "b", "c", "d", "e"].map((c) => `did:plc:${"x".repeat(23)}${c}`);
     new IndexWriter(db).applyOps(dids.map((did, i) => post(did, `r${i}`)));
-    const resolver = new DidResolver({ pdsUrl: pds.url, plcUrl: plc.url, allowPrivate: true });
+    const resolver = new DidResolver({
+      pdsUrl: pds.url,
+      plcUrl: plc.url,
+      allowPrivate: true,
+      // u<c>.example.com names did:plc:xxx...<c>
+      txtLookup: atprotoTxtRecords((handle) => `did:plc:${"x".repeat(23)}${handle[1]}`),
+    });
     const sync = new HandleSync(db, { resolver, log: silentLogger, batchSize: 2 });
     sync.start(60_000);
     const placeholders = () =>
@@ -77,7 +84,8 @@ Deno.test("a DID document claiming a local user's handle cannot take it (no hija
   await using dir = await makeTempDir();
   const db = openIndexDb(`${dir.path}/appview.sqlite`);
   const alice = `did:plc:${"a".repeat(24)}`;
-  // A hostile did:web document names Alice's handle; the account host does not know the DID.
+  // A hostile did:web document names Alice's handle, and so does the handle's DNS (say the
+  // attacker controls it); the account host does not know the DID.
   let evil = "";
   await using web = serveOnPort0(() =>
     Response.json({ id: evil, alsoKnownAs: ["at://alice.test"] })
@@ -92,7 +100,12 @@ Deno.test("a DID document claiming a local user's handle cannot take it (no hija
   try {
     const writer = new IndexWriter(db);
     writer.applyOps([post(alice, "a1"), post(evil, "e1")]);
-    const resolver = new DidResolver({ pdsUrl: pds.url, plcUrl: pds.url, allowPrivate: true });
+    const resolver = new DidResolver({
+      pdsUrl: pds.url,
+      plcUrl: pds.url,
+      allowPrivate: true,
+      txtLookup: atprotoTxtRecords({ "alice.test": evil }),
+    });
     const sync = new HandleSync(db, { resolver, log: silentLogger, writer });
     assert.deepEqual(await sync.runOnce(), { attempted: 2, resolved: 1, failed: 1 });
     const handles = db.prepare("SELECT did, handle FROM profiles ORDER BY did").all();
