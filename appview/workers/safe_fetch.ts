@@ -88,6 +88,9 @@ export interface SafeResponse {
   readonly body: Uint8Array;
 }
 
+/** The `user-agent` of the index's outbound requests. */
+export const USER_AGENT = "social-index (handle sync)";
+
 const REDIRECTS: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
 
 /**
@@ -134,7 +137,7 @@ export async function safeFetch(url: string, opts: SafeFetchOptions = {}): Promi
       current = next;
     }
   } catch (e) {
-    throw asSafeFetchError(e, current.href, timeoutMs, opts.signal);
+    throw asSafeFetchError(e, current.href, timeoutMs, opts.signal, timeout);
   }
 }
 
@@ -148,7 +151,13 @@ function send(
   via: { addresses: readonly string[] | null; signal: AbortSignal; caCerts?: string[] },
 ): Promise<http.IncomingMessage> {
   const body = init.body === undefined ? undefined : Buffer.from(init.body);
-  const headers: Record<string, string> = { ...init.headers };
+  // What `fetch` sent by default, which some hosts' firewalls require; no `accept-encoding`: the
+  // body is read as sent.
+  const headers: Record<string, string> = {
+    "user-agent": USER_AGENT,
+    accept: "*/*",
+    ...init.headers,
+  };
   if (body !== undefined) headers["content-length"] = String(body.byteLength);
   const options: https.RequestOptions = {
     method: init.method,
@@ -346,9 +355,14 @@ function asSafeFetchError(
   url: string,
   timeoutMs: number,
   callerSignal: AbortSignal | undefined,
+  timeout: AbortSignal,
 ): SafeFetchError {
   if (e instanceof SafeFetchError) return e;
   if (callerSignal?.aborted) return new SafeFetchError("aborted", `Request aborted: ${url}`);
+  // An abort while the body streams surfaces as a reset connection, not as an AbortError.
+  if (timeout.aborted) {
+    return new SafeFetchError("timeout", `No answer within ${timeoutMs} ms: ${url}`);
+  }
   const name = e instanceof Error || e instanceof DOMException ? e.name : "";
   if (name === "TimeoutError" || name === "AbortError") {
     return new SafeFetchError("timeout", `No answer within ${timeoutMs} ms: ${url}`);

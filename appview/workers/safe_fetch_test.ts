@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
-import { serveOnPort0 } from "../../tests/_util.ts";
-import { checkDestination, type HostLookup, safeFetch, SafeFetchError } from "./safe_fetch.ts";
+import { makeTempDir, REPO_ROOT, serveOnPort0 } from "../../tests/_util.ts";
+import {
+  checkDestination,
+  type HostLookup,
+  safeFetch,
+  SafeFetchError,
+  USER_AGENT,
+} from "./safe_fetch.ts";
 
 // Issue 9: outbound fetches are bounded (size, redirects, time) and refuse private, loopback and
 // link-local addresses unless allowed. Spec 4.3 rule 1 and part 8: 2 s per request.
@@ -244,6 +250,78 @@ Deno.test("safeFetch over HTTPS connects to the checked address and verifies the
     const e = await refusal(safeFetch(`https://other.test:${port}/`, opts));
     assert.equal(e.reason, "network");
     assert.match(e.message, /^Request failed: https:\/\/other\.test:\d+\/: .*other\.test/);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("safeFetch sends a user-agent and accept, and times out a body that stalls", async () => {
+  const seen: string[] = [];
+  await using server = serveOnPort0((req) => {
+    seen.push(`${req.headers.get("user-agent")} | ${req.headers.get("accept")}`);
+    if (new URL(req.url).pathname !== "/stall") return new Response("ok");
+    // The head and 3 of 100 bytes, then nothing.
+    const body = new ReadableStream({ start: (c) => c.enqueue(new Uint8Array(3)) });
+    return new Response(body, { headers: { "content-length": "100" } });
+  });
+  await safeFetch(`${server.url}/`, { allowPrivate: true });
+  await safeFetch(`${server.url}/`, { allowPrivate: true, headers: { accept: "text/plain" } });
+  assert.deepEqual(seen, [`${USER_AGENT} | */*`, `${USER_AGENT} | text/plain`]);
+  const e = await refusal(safeFetch(`${server.url}/stall`, { allowPrivate: true, timeoutMs: 200 }));
+  assert.equal(e.reason, "timeout");
+  assert.equal(e.message, `No answer within 200 ms: ${server.url}/stall`);
+});
+
+Deno.test("under the handle-sync task's permissions, HTTPS verifies against the default and extra roots", async () => {
+  // node:https loads its roots with sys and env permissions the task must grant (needed once
+  // NODE_EXTRA_CA_CERTS is set); without them every HTTPS fetch fails before the certificate
+  // is even looked at.
+  const tasks = JSON.parse(await Deno.readTextFile(new URL("deno.json", REPO_ROOT))).tasks;
+  const flags = (tasks["handle-sync"] as string)
+    .replace(/^deno run /, "")
+    .replace(/ appview\/main\.ts handle-sync$/, "")
+    .split(" ");
+  assert.ok(flags.every((f) => f.startsWith("--")), flags.join(" "));
+  await using dir = await makeTempDir();
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: PINNED_TEST_CERT, key: PINNED_TEST_KEY, onListen() {} },
+    () => new Response("tls"),
+  );
+  try {
+    const script = `${dir.path}/fetch.ts`;
+    await Deno.writeTextFile(
+      script,
+      `import { safeFetch } from ${JSON.stringify(new URL("safe_fetch.ts", import.meta.url).href)};
+const lookup = () => Promise.resolve(["127.0.0.1"]);
+const url = "https://pinned.test:${server.addr.port}/";
+const out = await safeFetch(url, { allowPrivate: true, lookup })
+  .then((r) => ({ status: r.status }), (e) => ({ reason: e.reason, message: e.message }));
+console.log(JSON.stringify(out));
+`,
+    );
+    const extraCa = `${dir.path}/extra-ca.pem`;
+    await Deno.writeTextFile(extraCa, PINNED_TEST_CERT);
+    const run = async (env: Record<string, string>) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "--quiet", ...flags, script],
+        cwd: dir.path,
+        env,
+        clearEnv: true,
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+      return JSON.parse(new TextDecoder().decode(out.stdout));
+    };
+    // Default roots: the self-signed certificate is not trusted, and TLS says so.
+    const untrusted = await run({});
+    assert.equal(untrusted.reason, "network");
+    assert.match(
+      untrusted.message,
+      /^Request failed: https:\/\/pinned\.test:\d+\/: self-signed certificate/,
+    );
+    // An operator's extra root (a private CA) is trusted.
+    assert.deepEqual(await run({ NODE_EXTRA_CA_CERTS: extraCa }), { status: 200 });
   } finally {
     await server.shutdown();
   }
