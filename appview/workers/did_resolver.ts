@@ -17,7 +17,7 @@
  *
  * A handle from a DID document (directory or `did:web`) is only the DID owner's claim, so it is
  * verified back, as atproto resolves handles: the DNS TXT record `_atproto.<handle>`
- * (`did=<did>`, one distinct value) or, when DNS names none, `https://<handle>/.well-known/atproto-did`
+ * (exactly one `did=<did>` record) or, when DNS names none, `https://<handle>/.well-known/atproto-did`
  * must name the same DID. A handle that does not is a failed resolution (retried later; the
  * posts keep their placeholder). The local account host's answer is not verified back: it
  * assigned the handle.
@@ -153,7 +153,7 @@ export class DidResolver implements HandleResolver {
 
   /**
    * The DID that `handle` names (lower-cased handle): the DNS TXT record `_atproto.<handle>`
-   * when it holds exactly one distinct `did=` value, otherwise the `atproto-did` document of the
+   * when it holds exactly one `did=` record, otherwise the `atproto-did` document of the
    * handle's host (first line, trimmed); null when neither names a valid DID.
    */
   async handleDid(handle: string, signal?: AbortSignal): Promise<string | null> {
@@ -181,13 +181,10 @@ export class DidResolver implements HandleResolver {
       if (signal?.aborted) throw e;
       return null; // no such name, no TXT record, or no answer in time: try HTTPS
     }
-    const dids = new Set<string>();
-    for (const record of records) {
-      const value = record.join("");
-      if (value.startsWith("did=")) dids.add(value.slice("did=".length).trim());
-    }
-    if (dids.size !== 1) return null;
-    const [found] = dids;
+    // As the atproto reference resolver: exactly one `did=` record, taken as it is.
+    const dids = records.map((r) => r.join("")).filter((v) => v.startsWith("did="));
+    if (dids.length !== 1) return null;
+    const found = dids[0].slice("did=".length);
     return isValidDid(found) ? found : null;
   }
 
