@@ -209,12 +209,15 @@ export class HandleSync {
   }
 }
 
+/** The resolver options that say how a handle is verified back (tests inject them). */
+export type HandleVerificationOptions = Pick<DidResolverOptions, "txtLookup" | "handleDidUrl">;
+
 /** Options of {@link runHandleSyncWorker}. */
 export interface HandleSyncWorkerOptions {
   /** Pause between batches that were not full. Default {@link DEFAULT_HANDLE_SYNC_INTERVAL_MS}. */
   intervalMs?: number;
   /** Handle verification lookups (tests, where the real DNS does not run). */
-  resolver?: Pick<DidResolverOptions, "txtLookup" | "handleDidUrl">;
+  resolver?: HandleVerificationOptions;
 }
 
 /**
@@ -250,7 +253,7 @@ export function createHandleSync(
   log: Logger,
   opts: {
     writer?: IndexWriter;
-    resolver?: Pick<DidResolverOptions, "txtLookup" | "handleDidUrl">;
+    resolver?: HandleVerificationOptions;
   } = {},
 ): HandleSync {
   const resolver = new DidResolver({

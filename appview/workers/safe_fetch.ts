@@ -24,7 +24,8 @@
 import http from "node:http";
 import https from "node:https";
 import { Buffer } from "node:buffer";
-import { concatBytes } from "../../shared/bytes.ts";
+import { Readable } from "node:stream";
+import { readStreamLimited } from "../../shared/bytes.ts";
 import { classifyAddress } from "./ip_ranges.ts";
 
 /** Default bound on a response body (a DID document is well under 4 KiB). */
@@ -320,7 +321,7 @@ function nextHop(from: URL, location: string | null): URL {
   return target;
 }
 
-async function readBounded(
+function readBounded(
   res: http.IncomingMessage,
   maxBytes: number,
   url: string,
@@ -333,17 +334,11 @@ async function readBounded(
       `Response from ${url} is ${declared} bytes (max ${maxBytes})`,
     );
   }
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > maxBytes) {
-      res.destroy();
-      throw new SafeFetchError("too_large", `Response from ${url} exceeds ${maxBytes} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return concatBytes(chunks);
+  return readStreamLimited(
+    Readable.toWeb(res) as ReadableStream<Uint8Array>,
+    maxBytes,
+    () => new SafeFetchError("too_large", `Response from ${url} exceeds ${maxBytes} bytes`),
+  );
 }
 
 function refuse(url: URL, what: string, kind: string): never {
