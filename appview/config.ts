@@ -32,6 +32,11 @@ export interface AppviewConfig {
   readonly plcUrl: string;
   /** Lets outbound fetches reach private, loopback and link-local addresses (dev and tests). */
   readonly allowPrivateFetch: boolean;
+  /**
+   * Silence (milliseconds) after which a stream consumer reconnects from its stored cursor:
+   * neither stream sends heartbeats, so a half-open connection shows only as silence.
+   */
+  readonly streamIdleTimeoutMs: number;
   readonly logLevel: LogLevel;
 }
 
@@ -39,6 +44,9 @@ export interface AppviewConfig {
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
+
+/** Default of `APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS` (`IDLE_TIMEOUT_MS` of the consumers). */
+export const STREAM_IDLE_TIMEOUT_SECONDS = 300;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -58,6 +66,7 @@ export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
   "APPVIEW_JETSTREAM_URL",
   "APPVIEW_PLC_URL",
   "APPVIEW_ALLOW_PRIVATE_FETCH",
+  "APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS",
 ]);
 
 /**
@@ -109,6 +118,11 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
     jetstreamUrl: jetstream === undefined ? null : parseWsUrl("APPVIEW_JETSTREAM_URL", jetstream),
     plcUrl: parseUrl(env, "APPVIEW_PLC_URL", "https://plc.directory"),
     allowPrivateFetch: parseBool(env, "APPVIEW_ALLOW_PRIVATE_FETCH", false),
+    streamIdleTimeoutMs: 1000 *
+      parseSeconds(env, "APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS", STREAM_IDLE_TIMEOUT_SECONDS, {
+        min: 1,
+        max: 86_400,
+      }),
     logLevel,
   });
 }
@@ -157,6 +171,23 @@ function parsePort(env: Env, name: string, fallback: number): number {
     throw new ConfigError(`${name} must be a port number from 0 to 65535, got ${raw}`);
   }
   return port;
+}
+
+function parseSeconds(
+  env: Env,
+  name: string,
+  fallback: number,
+  range: { min: number; max: number },
+): number {
+  const raw = nonEmpty(env, name);
+  if (raw === undefined) return fallback;
+  const seconds = Number(raw);
+  if (!/^\d+$/.test(raw) || seconds < range.min || seconds > range.max) {
+    throw new ConfigError(
+      `${name} must be a whole number of seconds from ${range.min} to ${range.max}, got ${raw}`,
+    );
+  }
+  return seconds;
 }
 
 function parseBool(env: Env, name: string, fallback: boolean): boolean {

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ConfigError, loadAppviewConfig, serviceDidFromUrl } from "./config.ts";
+import {
+  ConfigError,
+  loadAppviewConfig,
+  serviceDidFromUrl,
+  STREAM_IDLE_TIMEOUT_SECONDS,
+} from "./config.ts";
+import { IDLE_TIMEOUT_MS } from "./ingest/stream_consumer.ts";
 
 Deno.test("loadAppviewConfig applies the documented defaults", () => {
   const c = loadAppviewConfig({});
@@ -16,6 +22,8 @@ Deno.test("loadAppviewConfig applies the documented defaults", () => {
   assert.equal(c.jetstreamUrl, null);
   assert.equal(c.plcUrl, "https://plc.directory");
   assert.equal(c.allowPrivateFetch, false);
+  assert.equal(c.streamIdleTimeoutMs, 300_000);
+  assert.equal(STREAM_IDLE_TIMEOUT_SECONDS * 1000, IDLE_TIMEOUT_MS);
   assert.ok(Object.isFrozen(c));
 });
 
@@ -43,6 +51,20 @@ Deno.test("loadAppviewConfig parses switches and lists", () => {
   assert.equal(c.ingestSecret, "s3cret");
   assert.equal(c.jetstreamUrl, "ws://127.0.0.1:6008/subscribe");
   assert.equal(c.dbPath, "/var/lib/social/appview.sqlite");
+});
+
+Deno.test("APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS takes whole seconds from 1 to 86400", () => {
+  const env = (v: string) => ({ APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS: v });
+  assert.equal(loadAppviewConfig(env("1")).streamIdleTimeoutMs, 1_000);
+  assert.equal(loadAppviewConfig(env(" 90 ")).streamIdleTimeoutMs, 90_000);
+  assert.equal(loadAppviewConfig(env("86400")).streamIdleTimeoutMs, 86_400_000);
+  for (const bad of ["0", "86401", "1.5", "-5", "5s", "1e3"]) {
+    assert.throws(() => loadAppviewConfig(env(bad)), {
+      name: "ConfigError",
+      message:
+        `APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS must be a whole number of seconds from 1 to 86400, got ${bad}`,
+    });
+  }
 });
 
 Deno.test("loadAppviewConfig names the variable of a bad value", () => {

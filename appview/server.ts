@@ -143,7 +143,10 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
     // Consumers beside the HTTP API block its event loop for shorter spells (unless the caller
     // chose otherwise).
     const sharing = want.http && (want.localConsumer || want.publicConsumer);
-    const shared: StreamConsumerOptions = sharing ? IN_PROCESS_CONSUMER : {};
+    const shared: StreamConsumerOptions = {
+      ...(sharing ? IN_PROCESS_CONSUMER : {}),
+      idleTimeoutMs: config.streamIdleTimeoutMs,
+    };
     if (sharing) db.exec(`PRAGMA wal_autocheckpoint = ${IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES}`);
     if (want.localConsumer) {
       const consumer = createLocalStreamConsumer(ctx, { ...shared, ...opts.localStream });

@@ -89,6 +89,36 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
   }
 });
 
+Deno.test("both consumers reconnect after APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS of silence", async () => {
+  await using dir = await makeTempDir();
+  await using stream = startFakeRepoStream();
+  await using js = startFakeJetstream();
+  const { log, lines } = captureLogger();
+  const config = loadAppviewConfig({
+    DATA_DIR: `${dir.path}/data`,
+    PDS_INTERNAL_URL: stream.url.replace(/^ws/, "http").replace(/\/xrpc\/.*$/, ""),
+    APPVIEW_JETSTREAM_URL: js.url,
+    APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS: "1",
+  });
+  await using _appview = await startAppview({
+    config,
+    log,
+    components: { http: false, handleSync: false },
+    localStream: FAST_BACKOFF,
+    publicStream: FAST_BACKOFF,
+  });
+  // Both streams stay silent: each consumer connects again after a second (not five minutes).
+  await waitFor(() => stream.cursors.length >= 2 && js.requests.length >= 2, {
+    message: "both consumers reconnected",
+    timeoutMs: 5_000,
+  });
+  const silent = lines.filter((l) =>
+    l.msg === "Stream silent; reconnecting from the stored cursor"
+  );
+  assert.ok(silent.length >= 2);
+  for (const line of silent) assert.ok((line.silentMs as number) >= 1_000);
+});
+
 Deno.test("startAppview without a Jetstream URL reports the public consumer disabled", async () => {
   await using dir = await makeTempDir();
   const { log } = captureLogger();
