@@ -8,7 +8,8 @@
  * and {@link MAX_POST_BYTES} UTF-8 bytes; display name {@link MAX_DISPLAY_NAME_GRAPHEMES} and
  * description {@link MAX_DESCRIPTION_GRAPHEMES} graphemes (byte bounds: 50 bytes per grapheme,
  * room for the longest emoji ZWJ sequences); at most {@link MAX_IMAGES} images and
- * {@link MAX_LANGS} language tags of at most 64 characters. Bytes are counted before graphemes.
+ * {@link MAX_LANGS} language tags of at most 64 characters; an embed, of any type, at most
+ * {@link MAX_EMBED_JSON_LENGTH} characters as JSON. Bytes are counted before graphemes.
  *
  * @module
  */
@@ -110,6 +111,11 @@ export const MAX_DISPLAY_NAME_GRAPHEMES = 64;
 export const MAX_DESCRIPTION_GRAPHEMES = 256;
 /** Most images in an images embed. */
 export const MAX_IMAGES = 4;
+/**
+ * Longest post embed, in characters of its JSON form: room for four images with long alt texts,
+ * while one hostile record cannot make every timeline that shows it megabytes long.
+ */
+export const MAX_EMBED_JSON_LENGTH = 20_000;
 /** Most entries in a post's `langs`. */
 export const MAX_LANGS = 3;
 
@@ -209,6 +215,17 @@ function checkEmbed(embed: unknown): string | null {
   if (!isPlainObject(embed) || typeof embed.$type !== "string" || embed.$type === "") {
     return `Invalid embed: ${show(embed)}`;
   }
+  // The shape first: it bounds the known variants' arrays before the whole embed is serialised.
+  const shape = checkEmbedShape(embed);
+  if (shape !== null) return shape;
+  const length = JSON.stringify(embed).length;
+  if (length > MAX_EMBED_JSON_LENGTH) {
+    return `Embed is ${length} characters as JSON, over the ${MAX_EMBED_JSON_LENGTH} limit`;
+  }
+  return null;
+}
+
+function checkEmbedShape(embed: Fields): string | null {
   switch (embed.$type) {
     case EMBED_IMAGES:
       return checkImages("embed.images", embed.images);

@@ -12,7 +12,12 @@ import {
   EMBED_RECORD,
   EMBED_RECORD_WITH_MEDIA,
 } from "./nsid.ts";
-import { countGraphemes, MAX_POST_GRAPHEMES, validateRecord } from "./records.ts";
+import {
+  countGraphemes,
+  MAX_EMBED_JSON_LENGTH,
+  MAX_POST_GRAPHEMES,
+  validateRecord,
+} from "./records.ts";
 
 const DID = "did:plc:abcdefghijklmnopqrstuvwx";
 const POST_URI = `at://${DID}/app.social.feed.post/3jzfcijpj2z2a`;
@@ -115,6 +120,25 @@ Deno.test("validateRecord checks the shape of the known embed variants (spec 2.2
   }
 });
 
+Deno.test("validateRecord bounds an embed of any type by its JSON length (spec 2.2)", () => {
+  const limit = MAX_EMBED_JSON_LENGTH;
+  // {"$type":"com.example.big","pad":"…"} is 36 characters around the padding.
+  const unknown = (pad: number) => ({ $type: "com.example.big", pad: "x".repeat(pad) });
+  assert.equal(JSON.stringify(unknown(limit - 36)).length, limit);
+  assert.equal(validateRecord(COLLECTION_POST, post({ embed: unknown(limit - 36) })).ok, true);
+  assert.equal(
+    reasonOf(COLLECTION_POST, post({ embed: unknown(limit - 35) })),
+    `Embed is ${limit + 1} characters as JSON, over the ${limit} limit`,
+  );
+  const longAlt = { $type: EMBED_IMAGES, images: [{ alt: "a".repeat(limit), image: BLOB }] };
+  assert.match(reasonOf(COLLECTION_POST, post({ embed: longAlt })), /^Embed is \d+ char/);
+  const longTitle = {
+    $type: EMBED_EXTERNAL,
+    external: { uri: "https://e.x", title: "t".repeat(limit) },
+  };
+  assert.match(reasonOf(COLLECTION_POST, post({ embed: longTitle })), /^Embed is \d+ char/);
+});
+
 Deno.test("validateRecord names the field and value of a bad post", () => {
   const cases: [Record<string, unknown>, string][] = [
     [{ text: 5, createdAt: NOW }, "Invalid text: 5"],
@@ -201,5 +225,8 @@ Deno.test("validateRecord refuses unknown collections and hostile values without
   assert.equal(reasonOf(COLLECTION_POST, trap), 'Record could not be read: "TypeError: boom"');
   let deep: Record<string, unknown> = { $type: "x.y.z" };
   for (let i = 0; i < 100_000; i++) deep = { $type: "x.y.z", inner: deep };
-  assert.equal(validateRecord(COLLECTION_POST, post({ embed: deep })).ok, true);
+  assert.equal(
+    reasonOf(COLLECTION_POST, post({ embed: deep })),
+    "Embed is 2600017 characters as JSON, over the 20000 limit",
+  );
 });

@@ -9,6 +9,7 @@ import {
 import type { IndexOp, RecordOp } from "../../shared/ops.ts";
 import { dumpTables } from "../db/_testing.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../db/state.ts";
+import { MAX_EMBED_JSON_LENGTH } from "../../shared/records.ts";
 import { IndexWriter } from "./apply_ops.ts";
 import {
   cidOf,
@@ -191,6 +192,35 @@ Deno.test("invalid ops are skipped and counted by reason while later good ops ap
   assert.equal(detail?.last_uri, post(ALICE, "bad"));
 });
 
+Deno.test("a post whose embed is over the JSON limit is skipped and counted; the rest apply", () => {
+  using ix = openTestIndex();
+  // Jetstream and the push carry whatever a remote server signed: one post with a megabyte of
+  // alt text would otherwise be served in every timeline that shows it (spec 2.2).
+  const image = { $type: "blob", ref: { $link: cidOf("img") }, mimeType: "image/png", size: 10 };
+  const huge = { $type: "app.social.embed.images", images: [{ alt: "a".repeat(1e6), image }] };
+  const unknownType = { $type: "com.example.big", pad: "p".repeat(MAX_EMBED_JSON_LENGTH) };
+  const ops: IndexOp[] = [
+    postOp(ALICE, "huge", "look", { embed: huge }),
+    postOp(ALICE, "big", "poll", { embed: unknownType }),
+    postOp(ALICE, "ok", "fine", { embed: { $type: "com.example.small", pad: "p" } }),
+  ];
+  assert.deepEqual(ix.writer.applyOps(ops), { applied: 1, skipped: 2 });
+  assert.deepEqual(ix.rows("SELECT rkey, embed FROM posts"), [
+    { rkey: "ok", embed: '{"$type":"com.example.small","pad":"p"}' },
+  ]);
+  assert.deepEqual(
+    ix.rows("SELECT reason, count, last_detail, last_uri FROM ingest_skips"),
+    [{
+      reason: "invalid_record",
+      count: 2,
+      last_detail: `Embed is ${
+        MAX_EMBED_JSON_LENGTH + 36
+      } characters as JSON, over the ${MAX_EMBED_JSON_LENGTH} limit`,
+      last_uri: post(ALICE, "big"),
+    }],
+  );
+});
+
 Deno.test("a record op marked checked is not validated again; unmarked, the same record is skipped", () => {
   using ix = openTestIndex();
   // The mark is the parse worker's promise that validateRecord accepted the record there, so
@@ -241,8 +271,13 @@ Deno.test("a like or repost of anything but a post URI with a DID is skipped as 
 
 Deno.test("an op that throws is skipped alone; the rest of its batch still applies", () => {
   using ix = openTestIndex();
-  const poison: RecordOp = postOp(ALICE, "poison", "boom", { embed: { $type: "x.y.z" } });
-  (poison.record as { embed: Record<string, unknown> }).embed.big = 1n; // JSON cannot encode it
+  // Marked checked (as the parse worker marks validated records), so validation does not refuse
+  // it first and the indexer meets the value JSON cannot encode.
+  const poison: RecordOp = {
+    ...postOp(ALICE, "poison", "boom", { embed: { $type: "x.y.z" } }),
+    checked: true,
+  };
+  (poison.record as { embed: Record<string, unknown> }).embed.big = 1n;
   const result = ix.writer.applyOps([
     postOp(ALICE, "before", "one"),
     poison,
