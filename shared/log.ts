@@ -90,3 +90,38 @@ export function createLogger(component: string, opts: LoggerOptions = {}): Logge
 
 /** A logger that drops everything (for benchmarks). */
 export const silentLogger: Logger = createLogger("silent", { sink: () => {} });
+
+/** Query parameters whose values say nothing secret and help an operator read a log line. */
+const SHOWN_QUERY_PARAMS: ReadonlySet<string> = new Set([
+  "cursor",
+  "wantedCollections",
+  "wantedDids",
+  "compress",
+]);
+
+/**
+ * `url` fit for a log line or a status page: the user name and password become `redacted`, and
+ * so does the value of every query parameter but a few harmless ones (`cursor`,
+ * `wantedCollections`, ...), since operators put API keys there. Unparseable input is not
+ * echoed at all.
+ *
+ * @example
+ * ```ts
+ * redactUrl("wss://op:pw@js.example/subscribe?apiKey=k&cursor=5");
+ * // "wss://redacted:redacted@js.example/subscribe?apiKey=redacted&cursor=5"
+ * ```
+ */
+export function redactUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return "(unparseable URL)";
+  }
+  if (parsed.username !== "") parsed.username = "redacted";
+  if (parsed.password !== "") parsed.password = "redacted";
+  for (const name of new Set(parsed.searchParams.keys())) {
+    if (!SHOWN_QUERY_PARAMS.has(name)) parsed.searchParams.set(name, "redacted");
+  }
+  return parsed.href;
+}

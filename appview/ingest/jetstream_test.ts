@@ -147,6 +147,31 @@ Deno.test("public consumer skips malformed events with a log line and applies la
   assert.equal(consumer.status().state, "live");
 });
 
+Deno.test("public consumer logs and reports its URL without credentials or query secrets", async () => {
+  await using js = startFakeJetstream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  const secretUrl = js.url.replace("ws://", "ws://operator:hunter2@") + "?apiKey=SECRET-KEY";
+  await using consumer = started(createJetstreamConsumer(ctx, { url: secretUrl, ...FAST_BACKOFF }));
+  await js.waitForClients(1);
+  assert.equal(js.requests[0].get("apiKey"), "SECRET-KEY"); // the server still gets it
+  js.dropClients();
+  await waitFor(() => js.requests.length === 2);
+  await js.close(); // now every attempt fails: lastError names the URL
+  await waitFor(() =>
+    consumer.status().lastError !== null && consumer.status().state === "backoff"
+  );
+  const shown = js.url.replace("ws://", "ws://redacted:redacted@") +
+    "?apiKey=redacted&wantedCollections=app.social.*";
+  const connected = lines.find((l) => l.msg === "Stream connected");
+  assert.equal(connected?.url, shown);
+  const everything = JSON.stringify(lines) + JSON.stringify(consumer.status()) +
+    JSON.stringify(readConsumerStatus(ctx.db, CONSUMER_PUBLIC));
+  assert.equal(everything.includes("hunter2"), false);
+  assert.equal(everything.includes("SECRET-KEY"), false);
+  assert.ok(lines.some((l) => l.msg === "Stream connection closed"));
+});
+
 Deno.test("public consumer is not built when no Jetstream URL is configured", () => {
   using ctx = openTestContext();
   assert.equal(ctx.config.jetstreamUrl, null);

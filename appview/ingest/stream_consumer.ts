@@ -22,7 +22,7 @@
  * @module
  */
 
-import type { Logger } from "../../shared/log.ts";
+import { type Logger, redactUrl } from "../../shared/log.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
 import { type ConsumerState, readCursor, writeConsumerStatus } from "../db/state.ts";
@@ -377,13 +377,16 @@ export class StreamConsumer implements AsyncDisposable {
     this.#reconnectTimer = null;
     if (this.#closing !== null) return;
     this.#setState("connecting");
-    const url = this.#protocol.connectUrl(this.#cursor);
+    const target = this.#protocol.connectUrl(this.#cursor);
+    // Logs and /healthz show the URL without credentials or API keys in its query.
+    const url = redactUrl(target);
     let socket: WebSocket;
     try {
-      socket = new WebSocket(url);
+      socket = new WebSocket(target);
     } catch (e) {
-      this.#lastError = `Cannot connect to ${url}: ${messageOf(e)}`;
-      this.#log.error("Cannot open stream connection", { url, error: e });
+      const error = messageOf(e).replaceAll(target, url);
+      this.#lastError = `Cannot connect to ${url}: ${error}`;
+      this.#log.error("Cannot open stream connection", { url, error });
       this.#scheduleReconnect();
       return;
     }
@@ -411,7 +414,7 @@ export class StreamConsumer implements AsyncDisposable {
     };
     socket.onerror = (event: Event) => {
       const message = (event as ErrorEvent).message || "WebSocket error";
-      if (this.#socket === socket) this.#lastError = message;
+      if (this.#socket === socket) this.#lastError = message.replaceAll(target, url);
     };
     socket.onclose = (event: CloseEvent) => {
       resolveClosed();
@@ -447,7 +450,7 @@ export class StreamConsumer implements AsyncDisposable {
   #closeSocket(reason: string): void {
     const socket = this.#socket;
     if (socket === null) return;
-    const url = socket.url;
+    const url = redactUrl(socket.url);
     try {
       socket.close(1000, reason);
     } catch { /* already closing */ }
