@@ -49,6 +49,9 @@ export const OUTDATED_CURSOR = "OutdatedCursor";
 /** Error name for a cursor beyond the latest seq (reference 6.2). */
 export const FUTURE_CURSOR = "FutureCursor";
 
+/** Close reason for a subscriber that sent a message. */
+export const CLIENT_MESSAGE = "subscribeRepos takes no client messages";
+
 /** WebSocket close code of an error frame (reference: 1008 policy violation). */
 const CLOSE_POLICY = 1008;
 const CLOSE_GOING_AWAY = 1001;
@@ -183,8 +186,10 @@ class Subscription implements LiveSubscriber {
     socket.onopen = () => this.#start(opts.cursor);
     socket.onclose = () => this.#finish();
     socket.onerror = () => {};
-    // Client frames are ignored (reference 6.1).
-    socket.onmessage = () => {};
+    // The protocol has no client messages (reference 6.1). Deno reads each one whole before this
+    // handler runs and cannot bound its size, so a client that sends any is cut off at once
+    // rather than allowed to make the server buffer message after message.
+    socket.onmessage = () => this.#refuseClientMessage();
   }
 
   /** Live frame from the broadcast. */
@@ -389,6 +394,16 @@ class Subscription implements LiveSubscriber {
 
   #send(frame: Uint8Array): void {
     if (this.#socket.readyState === WebSocket.OPEN) this.#socket.send(frame);
+  }
+
+  #refuseClientMessage(): void {
+    if (this.#isClosed()) return;
+    this.#log.warn("subscriber sent a message; closing its connection");
+    try {
+      this.#socket.close(CLOSE_POLICY, CLIENT_MESSAGE);
+    } catch {
+      // Already closing.
+    }
   }
 
   #fail(err: unknown): void {

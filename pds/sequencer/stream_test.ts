@@ -9,6 +9,7 @@ import { decodeFrame } from "../../shared/frame.ts";
 import { signUp, startTestServer, type TestServer } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { streamServicesFor } from "./services.ts";
+import { CLIENT_MESSAGE } from "./stream.ts";
 import { StreamClient, subscribeUrl, writePosts, type Writer } from "./_stream_test_util.ts";
 import { waitFor } from "../../tests/_util.ts";
 
@@ -101,6 +102,31 @@ Deno.test("subscribeRepos with a cursor beyond the head sends FutureCursor and c
   });
   assert.equal(client.closeCode, 1008);
   assert.equal(client.closeReason, "FutureCursor");
+});
+
+Deno.test("a subscriber that sends a message is closed with 1008; others keep streaming (reference 6.1)", async () => {
+  await using s = await startTestServer();
+  const w = await signUp(s.url, "chatty.test");
+  const head = await readHeadSeq(s.ctx.kv);
+  const quiet = await StreamClient.connect(s.url, head);
+  const chatty = new WebSocket(`${subscribeUrl(s.url)}?cursor=${head}`);
+  await new Promise((resolve, reject) => {
+    chatty.onopen = resolve;
+    chatty.onerror = reject;
+  });
+  const closed = new Promise<CloseEvent>((resolve) => chatty.onclose = resolve);
+  chatty.send(new Uint8Array(1024));
+  const event = await closed;
+  assert.equal(event.code, 1008);
+  assert.equal(event.reason, CLIENT_MESSAGE);
+  await writePosts(s.url, [w], 2);
+  await quiet.waitForSeq(head + 2);
+  assert.deepEqual(quiet.commitSeqs, [head + 1, head + 2]);
+  await quiet.close();
+  assert.equal(
+    s.lines.filter((l) => l.includes("subscriber sent a message; closing its connection")).length,
+    1,
+  );
 });
 
 Deno.test("subscribeRepos with the cursor at the head is live from the next commit", async () => {
