@@ -98,8 +98,10 @@ function formatPost(post: Post): string {
 }
 
 if (import.meta.main) {
-  const pdsUrl = Deno.env.get("PDS_PUBLIC_URL") ?? "http://localhost:2583";
-  const appviewUrl = Deno.env.get("APPVIEW_PUBLIC_URL") ?? "http://localhost:3000";
+  // Where `deno task dev` listens: its URLs, else localhost on its ports.
+  const env = (name: string) => Deno.env.get(name)?.trim() || undefined;
+  const pdsUrl = env("PDS_PUBLIC_URL") ?? `http://localhost:${env("PDS_PORT") ?? 2583}`;
+  const appviewUrl = env("APPVIEW_PUBLIC_URL") ?? `http://localhost:${env("APPVIEW_PORT") ?? 3000}`;
   try {
     await runDemo({ pdsUrl, appviewUrl });
   } catch (err) {

@@ -8,7 +8,7 @@
 
 import { loadAppviewConfig, readAppviewEnv } from "../appview/config.ts";
 import { startAppview } from "../appview/server.ts";
-import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
+import { loadPdsConfig, type RawEnv, readPdsEnv } from "../pds/config.ts";
 import { loadOrCreateJwtSecret } from "../pds/main.ts";
 import { startPds } from "../pds/server.ts";
 import { createLogger, isLogLevel, type Logger } from "../shared/log.ts";
@@ -31,11 +31,28 @@ async function loadOrCreateDevSecret(dataDir: string, file: string): Promise<str
   return secret;
 }
 
+function isUnset(value: string | undefined): boolean {
+  return value === undefined || value.trim() === "";
+}
+
+/**
+ * The index's public URL, when the operator left it unset: `http://localhost:<APPVIEW_PORT>`,
+ * so that changing only the port moves the push target and the token audience with it (both
+ * halves read the same value). Port 0 keeps the configured defaults.
+ */
+function deriveAppviewUrl(pdsEnv: RawEnv, appviewEnv: RawEnv): void {
+  if (!isUnset(appviewEnv.APPVIEW_PUBLIC_URL)) return;
+  const port = appviewEnv.APPVIEW_PORT?.trim() || "3000";
+  if (port === "0") return;
+  pdsEnv.APPVIEW_PUBLIC_URL = appviewEnv.APPVIEW_PUBLIC_URL = `http://localhost:${port}`;
+}
+
 /** Starts every component; returns a function that stops them all. */
 export async function startDev(log: Logger): Promise<() => Promise<void>> {
   const pdsEnv = readPdsEnv();
   const appviewEnv = readAppviewEnv();
   const dataDir = pdsEnv.DATA_DIR?.trim() || "./data";
+  deriveAppviewUrl(pdsEnv, appviewEnv);
 
   const ingestSecret = pdsEnv.APPVIEW_INGEST_SECRET?.trim() ||
     await loadOrCreateDevSecret(dataDir, INGEST_SECRET_FILE);
@@ -48,11 +65,16 @@ export async function startDev(log: Logger): Promise<() => Promise<void>> {
   appviewEnv.APPVIEW_INGEST_SECRET = ingestSecret;
 
   const pdsConfig = loadPdsConfig(pdsEnv);
-  const appviewConfig = loadAppviewConfig(appviewEnv);
+  loadAppviewConfig(appviewEnv); // a bad index variable stops dev before anything starts
   const jwtSecret = await loadOrCreateJwtSecret(pdsConfig, log.child("pds"));
   const pds = await startPds({ env: pdsEnv, jwtSecret, log: log.child("pds") });
   let appview;
   try {
+    // With no account host URL configured, the index reaches it where it actually listens.
+    if (isUnset(appviewEnv.PDS_INTERNAL_URL) && isUnset(appviewEnv.PDS_PUBLIC_URL)) {
+      appviewEnv.PDS_INTERNAL_URL = pds.url;
+    }
+    const appviewConfig = loadAppviewConfig(appviewEnv);
     appview = await startAppview({ config: appviewConfig, log: log.child("appview") });
   } catch (err) {
     await pds.close();
