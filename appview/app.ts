@@ -9,7 +9,7 @@
  */
 
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
+import { limitBody } from "./api/body_limit.ts";
 import { corsMiddleware } from "./api/cors.ts";
 import { ApiError, onApiError } from "./api/errors.ts";
 import { graphRoutes } from "./api/graph.ts";
@@ -44,16 +44,15 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
   app.use("*", corsMiddleware(ctx.config.corsOrigins));
   app.use(
     "/api/*",
-    bodyLimit({
-      maxSize: MAX_API_BODY_BYTES,
-      onError: () => {
-        throw new ApiError(
+    limitBody(
+      MAX_API_BODY_BYTES,
+      () =>
+        new ApiError(
           413,
           "PayloadTooLarge",
           `Request body is larger than ${MAX_API_BODY_BYTES} bytes`,
-        );
-      },
-    }),
+        ),
+    ),
   );
   app.route("/", timelineRoutes(views, guard));
   app.route("/", notificationRoutes(ctx, views, guard));

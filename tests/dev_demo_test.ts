@@ -92,6 +92,15 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
       ].sort(),
     );
     assert.equal(lines.at(-1), "marked 5 notifications read");
+
+    // A chunked body (no Content-Length) on the query API: once, Deno printed a plain-text
+    // "request.signal ... legacy behavior" warning into the JSON log when it was re-wrapped.
+    const chunked = await fetch(`http://localhost:${appviewPort}/api/notifications/seen`, {
+      method: "POST",
+      body: ReadableStream.from([new TextEncoder().encode("{}")]),
+    });
+    assert.equal(chunked.status, 401);
+    await chunked.body?.cancel();
   } finally {
     dev.kill("SIGINT");
     const status = await dev.status;
@@ -100,4 +109,7 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
     assert.equal(status.code, 0, `dev exit:\n${devOut.join("").slice(-2000)}`);
   }
   assert.match(devOut.join(""), /"msg":"shutting down"/);
+  // Every line after `deno task`'s own banner is one JSON log record.
+  const logLines = devOut.join("").split("\n").filter((l) => l !== "" && !l.startsWith("Task dev"));
+  for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
 });
