@@ -71,6 +71,9 @@ export function checkText(
     return `Invalid ${field}, more than ${maxBytes} UTF-8 bytes: ${show(text)}`;
   }
   if (!text.isWellFormed()) return `Invalid ${field}, lone surrogate: ${show(text)}`;
+  // U+0000 has no place in prose, and SQLite text reads stop at it: the index would serve a
+  // cut-off post while its search row still held the whole text.
+  if (text.includes("\0")) return `Invalid ${field}, contains U+0000: ${show(text)}`;
   // A grapheme holds at least one UTF-16 code unit: a short string needs no segmentation.
   const graphemes = text.length <= maxGraphemes ? text.length : countGraphemes(text);
   if (graphemes > maxGraphemes) {

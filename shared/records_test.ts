@@ -60,6 +60,14 @@ Deno.test("validateRecord refuses text over the byte bound without segmenting it
     reasonOf(COLLECTION_POST, post({ text: "\ud800x" })),
     /^Invalid text, lone surrogate/,
   );
+  assert.equal(
+    reasonOf(COLLECTION_POST, post({ text: "cut\0here" })),
+    'Invalid text, contains U+0000: "cut\\u0000here"',
+  );
+  assert.equal(
+    reasonOf(COLLECTION_PROFILE, { displayName: "\0" }),
+    'Invalid displayName, contains U+0000: "\\u0000"',
+  );
 });
 
 Deno.test("validateRecord returns the same record object for a valid post with reply and langs", () => {

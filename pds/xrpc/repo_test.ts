@@ -134,7 +134,7 @@ Deno.test("writes need a token of the repo's own account (401 without, 403 for a
   await blob.body?.cancel();
 });
 
-Deno.test("a 161-grapheme post is 400 InvalidRecord and a 160-grapheme post is accepted (spec 8)", async () => {
+Deno.test("a 161-grapheme post is 400 InvalidRecord, so is one with U+0000; a 160-grapheme post is accepted (spec 8)", async () => {
   const { t, session, auth } = await appWithAccount();
   await using _ = t;
   const write = (text: string) =>
@@ -152,6 +152,12 @@ Deno.test("a 161-grapheme post is 400 InvalidRecord and a 160-grapheme post is a
   const ok = await write(family.repeat(100) + "a".repeat(60));
   assert.equal(ok.status, 200);
   await ok.body?.cancel();
+  const nul = await write("cut\0here");
+  assert.equal(nul.status, 400);
+  assert.deepEqual(await nul.json(), {
+    error: "InvalidRecord",
+    message: 'Invalid text, contains U+0000: "cut\\u0000here"',
+  });
 });
 
 Deno.test("profile putRecord overlays fields and null removes one (spec 4.1 rule 3)", async () => {
