@@ -79,5 +79,9 @@ function parseSeenBody(body: unknown): { did: string; seenAt: string | null } {
   // so a sub-millisecond `seenAt` still covers the notification it echoes).
   const ms = Date.parse(seenAt);
   if (Number.isNaN(ms)) throw invalidRequest(`Invalid seenAt: ${echo(seenAt)}`);
-  return { did, seenAt: new Date(ms).toISOString() };
+  // Past year 9999 toISOString() writes "+010000-...", which sorts before every stored time
+  // and would mark nothing: such a seenAt covers everything, as the latest four-digit time does.
+  return { did, seenAt: new Date(Math.min(ms, LATEST_ISO_MS)).toISOString() };
 }
+
+const LATEST_ISO_MS = Date.parse("9999-12-31T23:59:59.999Z");
