@@ -111,9 +111,7 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
     pdsUrl,
     pdsStreamUrl: `${pdsUrl.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`,
     authRequired: parseBool(env, "APPVIEW_AUTH_REQUIRED", true),
-    corsOrigins: cors === undefined
-      ? null
-      : Object.freeze(cors.split(",").map((o) => o.trim()).filter((o) => o !== "")),
+    corsOrigins: cors === undefined ? null : parseOrigins("APPVIEW_CORS_ORIGINS", cors),
     ingestSecret: nonEmpty(env, "APPVIEW_INGEST_SECRET") ?? null,
     jetstreamUrl: jetstream === undefined ? null : parseWsUrl("APPVIEW_JETSTREAM_URL", jetstream),
     plcUrl: parseUrl(env, "APPVIEW_PLC_URL", "https://plc.directory"),
@@ -161,6 +159,30 @@ function parseWsUrl(name: string, raw: string): string {
     if (url.protocol === "ws:" || url.protocol === "wss:") return raw;
   } catch { /* reported below */ }
   throw new ConfigError(`${name} must be a ws(s) URL, got ${raw}`);
+}
+
+/**
+ * A comma-separated list of web origins (`scheme://host[:port]`), as browsers send them in
+ * `Origin`; a trailing slash is dropped. Anything else (a path, a bare host name) could never
+ * match, so it stops startup instead of silently blocking every browser.
+ */
+function parseOrigins(name: string, raw: string): readonly string[] {
+  const origins: string[] = [];
+  for (const entry of raw.split(",").map((o) => o.trim()).filter((o) => o !== "")) {
+    let url: URL | null = null;
+    try {
+      url = new URL(entry);
+    } catch { /* reported below */ }
+    const ok = url !== null && (url.protocol === "http:" || url.protocol === "https:") &&
+      url.origin === entry.replace(/\/$/, "");
+    if (!ok) {
+      throw new ConfigError(
+        `${name} entries must be origins such as https://app.example, got ${JSON.stringify(entry)}`,
+      );
+    }
+    origins.push(url!.origin);
+  }
+  return Object.freeze(origins);
 }
 
 function parsePort(env: Env, name: string, fallback: number): number {

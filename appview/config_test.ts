@@ -53,6 +53,28 @@ Deno.test("loadAppviewConfig parses switches and lists", () => {
   assert.equal(c.dbPath, "/var/lib/social/appview.sqlite");
 });
 
+Deno.test("APPVIEW_CORS_ORIGINS takes web origins only, naming a bad entry", () => {
+  const origins = (v: string) => loadAppviewConfig({ APPVIEW_CORS_ORIGINS: v }).corsOrigins;
+  assert.deepEqual(origins("https://app.example/, http://localhost:5173"), [
+    "https://app.example",
+    "http://localhost:5173",
+  ]);
+  for (
+    const bad of ["notanorigin", "app.example", "https://app.example/path", "ftp://x.example", "*"]
+  ) {
+    assert.throws(
+      () => origins(`https://ok.example,${bad}`),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.message ===
+          `APPVIEW_CORS_ORIGINS entries must be origins such as https://app.example, got ${
+            JSON.stringify(bad)
+          }`,
+      bad,
+    );
+  }
+});
+
 Deno.test("APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS takes whole seconds from 1 to 86400", () => {
   const env = (v: string) => ({ APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS: v });
   assert.equal(loadAppviewConfig(env("1")).streamIdleTimeoutMs, 1_000);

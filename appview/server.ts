@@ -124,9 +124,16 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
           app.fetch,
         );
       } catch (err) {
-        if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+        if (err instanceof Deno.errors.AddrInUse) {
+          throw new ConfigError(
+            `APPVIEW_PORT: address ${config.hostname}:${config.port} is already in use; set APPVIEW_PORT to a free port`,
+            { cause: err },
+          );
+        }
         throw new ConfigError(
-          `APPVIEW_PORT: address ${config.hostname}:${config.port} is already in use; set APPVIEW_PORT to a free port`,
+          `APPVIEW_HOSTNAME: cannot listen on ${JSON.stringify(config.hostname)}: ${
+            err instanceof Error ? err.message : String(err)
+          }`,
           { cause: err },
         );
       }

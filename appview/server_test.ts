@@ -212,3 +212,24 @@ Deno.test("startAppview on a port already in use fails naming APPVIEW_PORT and t
         `APPVIEW_PORT: address 127.0.0.1:${port} is already in use; set APPVIEW_PORT to a free port`,
   );
 });
+
+Deno.test("startAppview on an address it cannot listen on fails naming APPVIEW_HOSTNAME and the value", async () => {
+  await using dir = await makeTempDir();
+  const config = loadAppviewConfig({
+    DATA_DIR: dir.path,
+    APPVIEW_HOSTNAME: "not a host!",
+    APPVIEW_PORT: "0",
+    PDS_INTERNAL_URL: "http://127.0.0.1:9",
+  });
+  await assert.rejects(
+    startAppview({
+      config,
+      log: captureLogger().log,
+      components: { localConsumer: false, publicConsumer: false, handleSync: false },
+    }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      err.message ===
+        `APPVIEW_HOSTNAME: cannot listen on "not a host!": invalid host 'not a host!': invalid char found in FQDN`,
+  );
+});

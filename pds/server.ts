@@ -107,9 +107,16 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       (req, info) => app ? app.fetch(req, info) : new Response("starting", { status: 503 }),
     );
   } catch (err) {
-    if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+    if (err instanceof Deno.errors.AddrInUse) {
+      throw new ConfigError(
+        `PDS_PORT: address ${hostname}:${listenPort} is already in use; set PDS_PORT to a free port`,
+        { cause: err },
+      );
+    }
     throw new ConfigError(
-      `PDS_PORT: address ${hostname}:${listenPort} is already in use; set PDS_PORT to a free port`,
+      `PDS_HOSTNAME: cannot listen on ${JSON.stringify(hostname)}: ${
+        err instanceof Error ? err.message : String(err)
+      }`,
       { cause: err },
     );
   }

@@ -23,6 +23,20 @@ Deno.test("startPds on a port already in use fails naming PDS_PORT and the addre
   );
 });
 
+Deno.test("startPds on an address it cannot listen on fails naming PDS_HOSTNAME and the value", async () => {
+  await using dir = await makeTempDir();
+  await assert.rejects(
+    startPds({
+      env: { ...TEST_ENV, DATA_DIR: dir.path, PDS_HOSTNAME: "not a host!", PDS_PORT: "0" },
+      log: captureLogger().log,
+    }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      err.message ===
+        `PDS_HOSTNAME: cannot listen on "not a host!": invalid host 'not a host!': invalid char found in FQDN`,
+  );
+});
+
 Deno.test("startPds checkpoints its KV file in the background and stops before closing KV", async () => {
   await using dir = await makeTempDir();
   const path = `${dir.path}/pds.kv`;
