@@ -62,8 +62,40 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
   app.route("/", graphRoutes(views));
   app.route("/", ingestRoutes(ctx));
   app.route("/", healthRoutes(ctx));
-  app.notFound((c) =>
-    c.json({ error: "NotFound", message: `No route: ${c.req.method} ${echo(c.req.path)}` }, 404)
-  );
+  const allowedOn = routeMethods(app);
+  app.notFound((c) => {
+    const allowed = allowedOn(c.req.path);
+    if (allowed.length === 0) {
+      return c.json(
+        { error: "NotFound", message: `No route: ${c.req.method} ${echo(c.req.path)}` },
+        404,
+      );
+    }
+    c.header("Allow", allowed.join(", "));
+    return c.json({
+      error: "MethodNotAllowed",
+      message: `Method ${echo(c.req.method)} is not allowed on ${echo(c.req.path)}; use ${
+        allowed.join(" or ")
+      }`,
+    }, 405);
+  });
   return app;
+}
+
+/** For a path, the methods some route of `app` answers it with (none: no such path). */
+function routeMethods(app: Hono): (path: string) => string[] {
+  const routes = app.routes
+    .filter((r) => r.method !== "ALL")
+    .map((r) => ({
+      method: r.method,
+      pattern: new RegExp(
+        `^${
+          r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+").replace(
+            /\*/g,
+            ".*",
+          )
+        }$`,
+      ),
+    }));
+  return (path) => [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))];
 }

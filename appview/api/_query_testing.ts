@@ -38,9 +38,12 @@ export interface QueryHarness extends Disposable {
   readonly app: Hono;
   /** Applies ops through the write path; fails the test when any op is skipped. */
   apply(...ops: IndexOp[]): void;
-  /** Sends a request to the app; returns the status and parsed JSON body. */
-  // deno-lint-ignore no-explicit-any
-  request(path: string, init?: RequestInit): Promise<{ status: number; body: any }>;
+  /** Sends a request to the app; returns the status, headers and parsed JSON body. */
+  request(
+    path: string,
+    init?: RequestInit,
+    // deno-lint-ignore no-explicit-any
+  ): Promise<{ status: number; headers: Headers; body: any }>;
 }
 
 /** Opens a harness; by default authentication is off (`APPVIEW_AUTH_REQUIRED=false`). */
@@ -74,7 +77,11 @@ export function openQueryHarness(
     async request(path, init) {
       const res = await app.request(path, init);
       const text = await res.text();
-      return { status: res.status, body: text === "" ? null : JSON.parse(text) };
+      return {
+        status: res.status,
+        headers: res.headers,
+        body: text === "" ? null : JSON.parse(text),
+      };
     },
     [Symbol.dispose]: () => db.close(),
   };

@@ -483,3 +483,38 @@ Deno.test("limit above 100 is served as 100", async () => {
   assert.equal(body.posts.length, 100);
   assert.equal(typeof body.cursor, "string");
 });
+
+Deno.test("a known path with the wrong method is 405 naming the allowed ones; an unknown path 404", async () => {
+  using h = openQueryHarness();
+  const cases: [string, string, number, Record<string, string>, string | null][] = [
+    ["PUT", "/api/search", 405, {
+      error: "MethodNotAllowed",
+      message: "Method PUT is not allowed on /api/search; use GET",
+    }, "GET"],
+    ["GET", "/api/notifications/seen", 405, {
+      error: "MethodNotAllowed",
+      message: "Method GET is not allowed on /api/notifications/seen; use POST",
+    }, "POST"],
+    ["DELETE", "/api/profile/alice.test", 405, {
+      error: "MethodNotAllowed",
+      message: "Method DELETE is not allowed on /api/profile/alice.test; use GET",
+    }, "GET"],
+    [
+      "GET",
+      "/api/nothing",
+      404,
+      { error: "NotFound", message: "No route: GET /api/nothing" },
+      null,
+    ],
+    ["POST", "/api/profile/a/b", 404, {
+      error: "NotFound",
+      message: "No route: POST /api/profile/a/b",
+    }, null],
+  ];
+  for (const [method, path, status, body, allow] of cases) {
+    const res = await h.request(path, { method });
+    assert.equal(res.status, status, path);
+    assert.deepEqual(res.body, body, path);
+    assert.equal(res.headers.get("allow"), allow, path);
+  }
+});
