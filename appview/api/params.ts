@@ -52,7 +52,8 @@ export function checkRecordUri(value: string, name = "uri"): string {
 export function limitParam(c: AnyContext): number {
   const raw = c.req.query("limit");
   if (raw === undefined || raw === "") return DEFAULT_LIMIT;
-  if (!/^\d{1,9}$/.test(raw) || Number(raw) < 1) {
+  // Any larger whole number is served as MAX_LIMIT, however many digits it has.
+  if (!/^\d+$/.test(raw) || Number(raw) < 1) {
     throw invalidRequest(`Invalid limit: ${echo(raw)} (expected an integer from 1)`);
   }
   return Math.min(Number(raw), MAX_LIMIT);

@@ -133,7 +133,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
   });
 
   app.get(`/xrpc/${NSID}.getRecord`, async (c) => {
-    const did = await resolveRepo(ctx, c.req.query("repo"));
+    const did = await resolveRepo(ctx, c.req.query("repo"), "Parameter");
     const collection = requireQuery(c, "collection");
     const rkey = requireQuery(c, "rkey");
     const record = await getRecord(ctx.kv, did, collection, rkey);
@@ -149,7 +149,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
   });
 
   app.get(`/xrpc/${NSID}.listRecords`, async (c) => {
-    const did = await resolveRepo(ctx, c.req.query("repo"));
+    const did = await resolveRepo(ctx, c.req.query("repo"), "Parameter");
     const collection = requireQuery(c, "collection");
     if (!isValidNsid(collection)) {
       throw new XrpcError(400, "InvalidRequest", `Invalid collection: ${q(collection)}`);
@@ -165,7 +165,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
   });
 
   app.get(`/xrpc/${NSID}.describeRepo`, async (c) => {
-    const did = await resolveRepo(ctx, c.req.query("repo"));
+    const did = await resolveRepo(ctx, c.req.query("repo"), "Parameter");
     const [account, keyPair, collections] = await Promise.all([
       getAccount(ctx.kv, did),
       getAccountKeyPair(ctx.kv, did),
@@ -209,9 +209,22 @@ export function toXrpcError(err: unknown): unknown {
   return err;
 }
 
-/** Resolves a `repo` (DID or handle) of an existing account to its DID. */
-export async function resolveRepo(ctx: PdsContext, repo: unknown): Promise<string> {
-  if (typeof repo !== "string" || repo.trim() === "") throw missing("repo");
+/**
+ * Resolves a `repo` (DID or handle) of an existing account to its DID. `kind` says where it came
+ * from, for the message when it is missing: a body `Member` or a query `Parameter`.
+ */
+export async function resolveRepo(
+  ctx: PdsContext,
+  repo: unknown,
+  kind: "Member" | "Parameter" = "Member",
+): Promise<string> {
+  if (repo === undefined || repo === null || (typeof repo === "string" && repo.trim() === "")) {
+    throw new XrpcError(400, "InvalidRequest", `${kind} repo is required`);
+  }
+  if (typeof repo !== "string") {
+    const type = Array.isArray(repo) ? "array" : typeof repo;
+    throw new XrpcError(400, "InvalidRequest", `Invalid repo: expected a string, got ${type}`);
+  }
   const id = repo.trim();
   const isDid = id.startsWith("did:");
   // Checked before any KV read: an oversized value would exceed the KV key size (a 500).

@@ -108,6 +108,33 @@ Deno.test("createRecord, getRecord, listRecords, deleteRecord and describeRepo r
   assert.equal((await gone.json()).error, "RecordNotFound");
 });
 
+Deno.test("a missing or non-string repo is 400 InvalidRequest saying which", async () => {
+  const { t, session, auth } = await appWithAccount();
+  await using _ = t;
+  const create = (repo: unknown) =>
+    xrpcPost(t.app, "com.atproto.repo.createRecord", {
+      repo,
+      collection: COLLECTION_POST,
+      record: { text: "x", createdAt: NOW },
+    }, auth);
+  const cases: [Promise<Response>, string][] = [
+    [create(undefined), "Member repo is required"],
+    [create(""), "Member repo is required"],
+    [create(5), "Invalid repo: expected a string, got number"],
+    [create([session.did]), "Invalid repo: expected a string, got array"],
+    [
+      xrpcGet(t.app, `com.atproto.repo.getRecord?collection=${COLLECTION_POST}&rkey=x`),
+      "Parameter repo is required",
+    ],
+    [xrpcGet(t.app, "com.atproto.repo.describeRepo?repo="), "Parameter repo is required"],
+  ];
+  for (const [pending, message] of cases) {
+    const res = await pending;
+    assert.equal(res.status, 400, message);
+    assert.deepEqual(await res.json(), { error: "InvalidRequest", message });
+  }
+});
+
 Deno.test("writes need a token of the repo's own account (401 without, 403 for another repo)", async () => {
   const { t, session, auth } = await appWithAccount();
   await using _ = t;
