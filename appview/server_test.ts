@@ -190,22 +190,26 @@ Deno.test("startAppview copies the WAL back from a worker thread while the write
   }
 });
 
+/** The index with only its HTTP server, listening on `hostname`:`port`. */
+function startHttpOnly(dataDir: string, hostname: string, port: string) {
+  return startAppview({
+    config: loadAppviewConfig({
+      DATA_DIR: dataDir,
+      APPVIEW_HOSTNAME: hostname,
+      APPVIEW_PORT: port,
+      PDS_INTERNAL_URL: "http://127.0.0.1:9",
+    }),
+    log: captureLogger().log,
+    components: { localConsumer: false, publicConsumer: false, handleSync: false },
+  });
+}
+
 Deno.test("startAppview on a port already in use fails naming APPVIEW_PORT and the address", async () => {
   await using dir = await makeTempDir();
   using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (taken.addr as Deno.NetAddr).port;
-  const config = loadAppviewConfig({
-    DATA_DIR: dir.path,
-    APPVIEW_HOSTNAME: "127.0.0.1",
-    APPVIEW_PORT: String(port),
-    PDS_INTERNAL_URL: "http://127.0.0.1:9",
-  });
   await assert.rejects(
-    startAppview({
-      config,
-      log: captureLogger().log,
-      components: { localConsumer: false, publicConsumer: false, handleSync: false },
-    }),
+    startHttpOnly(dir.path, "127.0.0.1", String(port)),
     (err: unknown) =>
       err instanceof ConfigError &&
       err.message ===
@@ -215,18 +219,8 @@ Deno.test("startAppview on a port already in use fails naming APPVIEW_PORT and t
 
 Deno.test("startAppview on an address it cannot listen on fails naming APPVIEW_HOSTNAME and the value", async () => {
   await using dir = await makeTempDir();
-  const config = loadAppviewConfig({
-    DATA_DIR: dir.path,
-    APPVIEW_HOSTNAME: "not a host!",
-    APPVIEW_PORT: "0",
-    PDS_INTERNAL_URL: "http://127.0.0.1:9",
-  });
   await assert.rejects(
-    startAppview({
-      config,
-      log: captureLogger().log,
-      components: { localConsumer: false, publicConsumer: false, handleSync: false },
-    }),
+    startHttpOnly(dir.path, "not a host!", "0"),
     (err: unknown) =>
       err instanceof ConfigError &&
       err.message ===

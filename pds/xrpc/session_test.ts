@@ -178,19 +178,21 @@ Deno.test("refreshSession rotates both tokens and the old refresh token stops wo
   });
 });
 
+/** refreshSession with `token`: the status and parsed body. */
+async function refreshWith(
+  app: Parameters<typeof xrpcPost>[0],
+  token: string,
+  // deno-lint-ignore no-explicit-any
+): Promise<{ status: number; body: any }> {
+  const res = await xrpcPost(app, "com.atproto.server.refreshSession", undefined, bearer(token));
+  return { status: res.status, body: await res.json() };
+}
+
 Deno.test("presenting a rotated-out refresh token after the grace revokes every token descended from that login", async () => {
   const clock = testClock();
   await using t = await createTestApp({ now: clock.now });
   const login = await signUp(t.app, "kate.test");
-  const refresh = async (token: string) => {
-    const res = await xrpcPost(
-      t.app,
-      "com.atproto.server.refreshSession",
-      undefined,
-      bearer(token),
-    );
-    return { status: res.status, body: await res.json() };
-  };
+  const refresh = (token: string) => refreshWith(t.app, token);
   const r1 = await refresh(login.refreshJwt);
   const r2 = await refresh(r1.body.refreshJwt);
   assert.equal(r2.status, 200);
@@ -218,15 +220,7 @@ Deno.test("a rotated-out refresh token presented again within the grace is refus
   const clock = testClock();
   await using t = await createTestApp({ now: clock.now });
   const login = await signUp(t.app, "retry.test");
-  const refresh = async (token: string) => {
-    const res = await xrpcPost(
-      t.app,
-      "com.atproto.server.refreshSession",
-      undefined,
-      bearer(token),
-    );
-    return { status: res.status, body: await res.json() };
-  };
+  const refresh = (token: string) => refreshWith(t.app, token);
   // Two tabs refresh with the same token: one wins, the other (or a retry whose first answer
   // was lost) is refused without logging the winner out.
   const [a, b] = await Promise.all([refresh(login.refreshJwt), refresh(login.refreshJwt)]);
