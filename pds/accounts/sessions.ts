@@ -1,11 +1,9 @@
 /**
  * Login sessions. A login starts a family; each refresh token (by `jti`) records its family.
  * Refreshing rotates the pair: the presented token is marked rotated and a new one is issued in
- * one atomic operation. A rotated-out token is always refused (DESIGN.md section 4). Presented
- * within {@link REUSE_GRACE_MS} of its rotation it is taken for a client's retry or a second tab
- * racing the first (the rotation's answer lost or not yet shared), and only refused; presented
- * later it is treated as theft: the whole family is revoked, so every refresh token descended
- * from that login stops working. Access tokens are stateless and simply expire (1 hour).
+ * one atomic operation. Presenting a rotated-out token is treated as theft: the whole family is
+ * revoked, so every refresh token descended from that login stops working. Access tokens are
+ * stateless and simply expire (1 hour).
  *
  * @module
  */
@@ -27,16 +25,7 @@ interface RefreshTokenRecord {
   did: string;
   family: string;
   rotated: boolean;
-  /** When it was rotated (ms since the epoch); absent on records written before it existed. */
-  rotatedAt?: number;
 }
-
-/**
- * How long after its rotation a rotated-out refresh token is refused without revoking its
- * login: long enough for a retried request or a racing tab, short enough that a thief's reuse
- * still ends the stolen session.
- */
-export const REUSE_GRACE_MS = 60_000;
 
 /** Stored login family. */
 interface SessionFamily {
@@ -87,13 +76,6 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
   for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
     const { record, family } = await readCurrent(ctx, claims.jti, claims.sub);
     if (record.value.rotated) {
-      const sinceRotation = ctx.now() - (record.value.rotatedAt ?? 0);
-      if (sinceRotation < REUSE_GRACE_MS) {
-        ctx.log.info("just-rotated refresh token presented again; refused, login kept", {
-          did: claims.sub,
-        });
-        throw revoked();
-      }
       await revokeFamily(ctx, record.value.family);
       ctx.log.warn("rotated-out refresh token presented; login revoked", { did: claims.sub });
       throw revoked();
@@ -103,9 +85,7 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
     const nextJti = randomId(32);
     const res = await ctx.kv.atomic()
       .check(record, family)
-      .set(record.key, { ...record.value, rotated: true, rotatedAt: ctx.now() }, {
-        expireIn: RECORD_TTL_MS,
-      })
+      .set(record.key, { ...record.value, rotated: true }, { expireIn: RECORD_TTL_MS })
       .set(
         refreshTokenKey(nextJti),
         { did: claims.sub, family: record.value.family, rotated: false },

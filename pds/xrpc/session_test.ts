@@ -12,7 +12,6 @@ import {
   xrpcPost,
 } from "../_test_helpers.ts";
 import { requireAccess } from "../auth/access.ts";
-import { REUSE_GRACE_MS } from "../accounts/sessions.ts";
 import type { PdsEnv } from "../context.ts";
 import { handleXrpcError } from "./errors.ts";
 
@@ -178,21 +177,18 @@ Deno.test("refreshSession rotates both tokens and the old refresh token stops wo
   });
 });
 
-/** refreshSession with `token`: the status and parsed body. */
-async function refreshWith(
-  app: Parameters<typeof xrpcPost>[0],
-  token: string,
-  // deno-lint-ignore no-explicit-any
-): Promise<{ status: number; body: any }> {
-  const res = await xrpcPost(app, "com.atproto.server.refreshSession", undefined, bearer(token));
-  return { status: res.status, body: await res.json() };
-}
-
-Deno.test("presenting a rotated-out refresh token after the grace revokes every token descended from that login", async () => {
-  const clock = testClock();
-  await using t = await createTestApp({ now: clock.now });
+Deno.test("presenting a rotated-out refresh token revokes every token descended from that login", async () => {
+  await using t = await createTestApp();
   const login = await signUp(t.app, "kate.test");
-  const refresh = (token: string) => refreshWith(t.app, token);
+  const refresh = async (token: string) => {
+    const res = await xrpcPost(
+      t.app,
+      "com.atproto.server.refreshSession",
+      undefined,
+      bearer(token),
+    );
+    return { status: res.status, body: await res.json() };
+  };
   const r1 = await refresh(login.refreshJwt);
   const r2 = await refresh(r1.body.refreshJwt);
   assert.equal(r2.status, 200);
@@ -202,7 +198,6 @@ Deno.test("presenting a rotated-out refresh token after the grace revokes every 
     password: PASSWORD,
   }).then((r) => r.json());
 
-  clock.advance(REUSE_GRACE_MS);
   const stolen = await refresh(r1.body.refreshJwt); // rotated out by r2
   assert.equal(stolen.status, 400);
   assert.equal(stolen.body.error, "ExpiredToken");
@@ -214,28 +209,6 @@ Deno.test("presenting a rotated-out refresh token after the grace revokes every 
   assert.deepEqual(warned.map((l) => l.msg), [
     "rotated-out refresh token presented; login revoked",
   ]);
-});
-
-Deno.test("a rotated-out refresh token presented again within the grace is refused and the login kept", async () => {
-  const clock = testClock();
-  await using t = await createTestApp({ now: clock.now });
-  const login = await signUp(t.app, "retry.test");
-  const refresh = (token: string) => refreshWith(t.app, token);
-  // Two tabs refresh with the same token: one wins, the other (or a retry whose first answer
-  // was lost) is refused without logging the winner out.
-  const [a, b] = await Promise.all([refresh(login.refreshJwt), refresh(login.refreshJwt)]);
-  assert.deepEqual([a.status, b.status].sort(), [200, 400]);
-  const [won, lost] = a.status === 200 ? [a, b] : [b, a];
-  assert.deepEqual(lost.body, { error: "ExpiredToken", message: "Token has been revoked" });
-  clock.advance(REUSE_GRACE_MS - 5_000); // the test clock also moves with real time
-  assert.equal((await refresh(login.refreshJwt)).status, 400);
-  const next = await refresh(won.body.refreshJwt);
-  assert.equal(next.status, 200, JSON.stringify(next.body));
-  assert.equal(
-    t.lines.filter((l) => l.includes("just-rotated refresh token presented again")).length,
-    2,
-  );
-  assert.equal(t.lines.some((l) => l.includes("login revoked")), false);
 });
 
 Deno.test("deleteSession revokes the login of its refresh token", async () => {
