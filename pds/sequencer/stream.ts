@@ -49,8 +49,13 @@ export const OUTDATED_CURSOR = "OutdatedCursor";
 /** Error name for a cursor beyond the latest seq (reference 6.2). */
 export const FUTURE_CURSOR = "FutureCursor";
 
-/** Close reason for a subscriber that sent a message. */
+/** Close reason for a subscriber past its client-message budget. */
 export const CLIENT_MESSAGE = "subscribeRepos takes no client messages";
+/** Largest client message ignored (a text keep-alive "ping" is a few bytes). */
+export const MAX_CLIENT_MESSAGE_BYTES = 1024;
+/** Client messages ignored per {@link CLIENT_MESSAGE_WINDOW_MS}; one more closes. */
+export const MAX_CLIENT_MESSAGES = 30;
+const CLIENT_MESSAGE_WINDOW_MS = 60_000;
 
 /** WebSocket close code of an error frame (reference: 1008 policy violation). */
 const CLOSE_POLICY = 1008;
@@ -160,6 +165,8 @@ class Subscription implements LiveSubscriber {
   /** Highest seq received from the broadcast. */
   #maxSeen = 0;
   #queue: QueuedFrame[] = [];
+  #messageWindowStart = 0;
+  #messagesInWindow = 0;
   #unsubscribe: (() => void) | null = null;
   #drainTimer: ReturnType<typeof setTimeout> | null = null;
   #sleepTimer: ReturnType<typeof setTimeout> | null = null;
@@ -186,10 +193,12 @@ class Subscription implements LiveSubscriber {
     socket.onopen = () => this.#start(opts.cursor);
     socket.onclose = () => this.#finish();
     socket.onerror = () => {};
-    // The protocol has no client messages (reference 6.1). Deno reads each one whole before this
-    // handler runs and cannot bound its size, so a client that sends any is cut off at once
-    // rather than allowed to make the server buffer message after message.
-    socket.onmessage = () => this.#refuseClientMessage();
+    // Client messages are ignored (reference 6.1): browsers cannot send ping control frames, so
+    // some clients keep the connection alive with small text messages. Deno reads each message
+    // whole before this handler runs and cannot bound its size, so a client past a small budget
+    // (a message over 1 KiB, or more than 30 a minute) is cut off rather than allowed to make
+    // the server buffer message after message.
+    socket.onmessage = (event: MessageEvent) => this.#clientMessage(event.data);
   }
 
   /** Live frame from the broadcast. */
@@ -396,9 +405,24 @@ class Subscription implements LiveSubscriber {
     if (this.#socket.readyState === WebSocket.OPEN) this.#socket.send(frame);
   }
 
-  #refuseClientMessage(): void {
+  #clientMessage(data: unknown): void {
     if (this.#isClosed()) return;
-    this.#log.warn("subscriber sent a message; closing its connection");
+    const size = typeof data === "string"
+      ? data.length // UTF-16 code units: close enough to bytes for a budget
+      : data instanceof ArrayBuffer
+      ? data.byteLength
+      : Infinity;
+    const now = performance.now();
+    if (now - this.#messageWindowStart >= CLIENT_MESSAGE_WINDOW_MS) {
+      this.#messageWindowStart = now;
+      this.#messagesInWindow = 0;
+    }
+    this.#messagesInWindow++;
+    if (size <= MAX_CLIENT_MESSAGE_BYTES && this.#messagesInWindow <= MAX_CLIENT_MESSAGES) return;
+    this.#log.warn("subscriber sent messages past its budget; closing its connection", {
+      bytes: Number.isFinite(size) ? size : null,
+      messagesThisMinute: this.#messagesInWindow,
+    });
     try {
       this.#socket.close(CLOSE_POLICY, CLIENT_MESSAGE);
     } catch {

@@ -9,7 +9,7 @@ import { decodeFrame } from "../../shared/frame.ts";
 import { signUp, startTestServer, type TestServer } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { streamServicesFor } from "./services.ts";
-import { CLIENT_MESSAGE } from "./stream.ts";
+import { CLIENT_MESSAGE, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES } from "./stream.ts";
 import { StreamClient, subscribeUrl, writePosts, type Writer } from "./_stream_test_util.ts";
 import { waitFor } from "../../tests/_util.ts";
 
@@ -104,28 +104,43 @@ Deno.test("subscribeRepos with a cursor beyond the head sends FutureCursor and c
   assert.equal(client.closeReason, "FutureCursor");
 });
 
-Deno.test("a subscriber that sends a message is closed with 1008; others keep streaming (reference 6.1)", async () => {
+Deno.test("client messages are ignored within a small budget; past it the subscriber is closed with 1008 (reference 6.1)", async () => {
   await using s = await startTestServer();
   const w = await signUp(s.url, "chatty.test");
   const head = await readHeadSeq(s.ctx.kv);
-  const quiet = await StreamClient.connect(s.url, head);
-  const chatty = new WebSocket(`${subscribeUrl(s.url)}?cursor=${head}`);
-  await new Promise((resolve, reject) => {
-    chatty.onopen = resolve;
-    chatty.onerror = reject;
-  });
-  const closed = new Promise<CloseEvent>((resolve) => chatty.onclose = resolve);
-  chatty.send(new Uint8Array(1024));
-  const event = await closed;
-  assert.equal(event.code, 1008);
-  assert.equal(event.reason, CLIENT_MESSAGE);
+  const open = async () => {
+    const socket = new WebSocket(`${subscribeUrl(s.url)}?cursor=${head}`);
+    socket.binaryType = "arraybuffer";
+    const frames: unknown[] = [];
+    socket.onmessage = (e) => frames.push(e.data);
+    await new Promise((resolve, reject) => {
+      socket.onopen = resolve;
+      socket.onerror = reject;
+    });
+    const closed = new Promise<CloseEvent>((resolve) => socket.onclose = resolve);
+    return { socket, frames, closed };
+  };
+  // A browser-style keep-alive: small text messages, well under the rate.
+  const pinger = await open();
+  for (let i = 1; i < MAX_CLIENT_MESSAGES; i++) pinger.socket.send("ping");
+  pinger.socket.send(new Uint8Array(MAX_CLIENT_MESSAGE_BYTES)); // the budget's last message
+  const big = await open();
+  big.socket.send(new Uint8Array(MAX_CLIENT_MESSAGE_BYTES + 1));
+  const chatty = await open();
+  for (let i = 0; i <= MAX_CLIENT_MESSAGES; i++) chatty.socket.send("ping");
+  for (const refused of [big, chatty]) {
+    const event = await refused.closed;
+    assert.equal(event.code, 1008);
+    assert.equal(event.reason, CLIENT_MESSAGE);
+  }
   await writePosts(s.url, [w], 2);
-  await quiet.waitForSeq(head + 2);
-  assert.deepEqual(quiet.commitSeqs, [head + 1, head + 2]);
-  await quiet.close();
+  await waitFor(() => pinger.frames.length === 2);
+  assert.equal(pinger.socket.readyState, WebSocket.OPEN);
+  pinger.socket.close();
+  await pinger.closed;
   assert.equal(
-    s.lines.filter((l) => l.includes("subscriber sent a message; closing its connection")).length,
-    1,
+    s.lines.filter((l) => l.includes("subscriber sent messages past its budget")).length,
+    2,
   );
 });
 
