@@ -88,14 +88,13 @@ function routeMethods(app: Hono): (path: string) => string[] {
     .filter((r) => r.method !== "ALL")
     .map((r) => ({
       method: r.method,
-      pattern: new RegExp(
-        `^${
-          r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+").replace(
-            /\*/g,
-            ".*",
-          )
-        }$`,
-      ),
+      pattern: patternOf(r.path),
     }));
   return (path) => [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))];
+}
+
+/** A Hono route path as a RegExp: `:name` one segment; a trailing `/*` also matches nothing. */
+function patternOf(path: string): RegExp {
+  const escaped = path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+");
+  return new RegExp(`^${escaped.replace(/\/\*$/, "(?:/.*)?").replace(/\*/g, ".*")}$`);
 }

@@ -18,12 +18,13 @@ export function limitBody(maxBytes: number, tooLarge: () => Error): MiddlewareHa
   return async function limitBody(c, next) {
     const raw = c.req.raw;
     if (raw.body === null) return next();
-    const declared = raw.headers.get("content-length");
-    if (declared !== null && !raw.headers.has("transfer-encoding")) {
+    const declared = declaredLength(raw.headers);
+    if (declared !== null) {
       // The server stops reading a body at its declared length.
-      if (!/^\d+$/.test(declared) || Number(declared) > maxBytes) throw tooLarge();
+      if (declared > maxBytes) throw tooLarge();
       return next();
     }
+    // No usable declared length: read it, bounded.
     const body = await readStreamLimited(raw.body, maxBytes, tooLarge);
     c.req.raw = new Request(raw.url, {
       method: raw.method,
@@ -32,4 +33,17 @@ export function limitBody(maxBytes: number, tooLarge: () => Error): MiddlewareHa
     });
     return next();
   };
+}
+
+/**
+ * The request's declared body length: `Content-Length` without `Transfer-Encoding`; a repeated
+ * header arrives as a list, usable when all its values agree. Null otherwise.
+ */
+function declaredLength(headers: Headers): number | null {
+  const value = headers.get("content-length");
+  if (value === null || headers.has("transfer-encoding")) return null;
+  const values = new Set(value.split(",").map((v) => v.trim()));
+  if (values.size !== 1) return null;
+  const [only] = values;
+  return /^\d+$/.test(only) ? Number(only) : null;
 }

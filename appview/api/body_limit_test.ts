@@ -23,7 +23,7 @@ function streamed(chunks: string[], pulls: { n: number }): Request {
       if (next === undefined) controller.close();
       else controller.enqueue(encoder.encode(next));
     },
-  });
+  }, { highWaterMark: 0 }); // pulled only when read
   return new Request("http://index.test/", { method: "POST", body });
 }
 
@@ -43,9 +43,25 @@ Deno.test("a chunked body is refused as soon as it passes the limit; the rest is
 });
 
 Deno.test("a declared Content-Length over the limit is refused before the body is read", async () => {
-  const over = await app().request("/", { method: "POST", body: "12345678901" });
+  const declared = (length: string, chunks: string[], pulls: { n: number }) => {
+    const { body } = streamed(chunks, pulls);
+    return new Request("http://index.test/", {
+      method: "POST",
+      body,
+      headers: { "content-length": length },
+    });
+  };
+  const untouched = { n: 0 };
+  const over = await app().fetch(declared("11", ["12345678901"], untouched));
   assert.equal(over.status, 413);
-  const exact = await app().request("/", { method: "POST", body: "1234567890" });
+  assert.equal(untouched.n, 0);
+  // Within the limit, the body is left to the handler (the server holds it to its length).
+  const exact = await app().fetch(declared("10", ["1234567890"], { n: 0 }));
   assert.equal(exact.status, 200);
   assert.deepEqual(await exact.json(), { got: "1234567890", method: "POST" });
+  // A repeated header arrives as a list: equal values count as one.
+  const repeated = await app().fetch(declared("10, 10", ["1234567890"], { n: 0 }));
+  assert.equal(repeated.status, 200);
+  const repeatedOver = await app().fetch(declared("11, 11", ["12345678901"], { n: 0 }));
+  assert.equal(repeatedOver.status, 413);
 });

@@ -502,6 +502,10 @@ Deno.test("a known path with the wrong method is 405 naming the allowed ones; an
       error: "MethodNotAllowed",
       message: "Method DELETE is not allowed on /api/profile/alice.test; use GET",
     }, "GET"],
+    ["PUT", "/api/post", 405, {
+      error: "MethodNotAllowed",
+      message: "Method PUT is not allowed on /api/post; use GET",
+    }, "GET"],
     [
       "GET",
       "/api/nothing",
