@@ -6,7 +6,7 @@
  * @module
  */
 
-import { isLogLevel, type LogLevel } from "../shared/log.ts";
+import { isLogLevel, type LogLevel, redactUrl } from "../shared/log.ts";
 
 /** Validated configuration of the index. */
 export interface AppviewConfig {
@@ -148,17 +148,26 @@ function parseUrl(env: Env, name: string, fallback: string): string {
     throw new ConfigError(`${name} must be an http(s) URL, got ${raw}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new ConfigError(`${name} must be an http(s) URL, got ${raw}`);
+    throw new ConfigError(`${name} must be an http(s) URL, got ${redactUrl(raw)}`);
   }
   return raw.replace(/\/+$/, "");
 }
 
 function parseWsUrl(name: string, raw: string): string {
+  let url: URL;
   try {
-    const url = new URL(raw);
-    if (url.protocol === "ws:" || url.protocol === "wss:") return raw;
-  } catch { /* reported below */ }
-  throw new ConfigError(`${name} must be a ws(s) URL, got ${raw}`);
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a ws(s) URL, got ${raw}`);
+  }
+  if (url.protocol !== "ws:" && url.protocol !== "wss:") {
+    throw new ConfigError(`${name} must be a ws(s) URL, got ${redactUrl(raw)}`);
+  }
+  // A WebSocket URL cannot carry one: every connection attempt would throw.
+  if (url.hash !== "" || raw.includes("#")) {
+    throw new ConfigError(`${name} must not have a #fragment, got ${redactUrl(raw)}`);
+  }
+  return raw;
 }
 
 /**
@@ -173,8 +182,11 @@ function parseOrigins(name: string, raw: string): readonly string[] {
     try {
       url = new URL(entry);
     } catch { /* reported below */ }
+    // Any spelling of an origin (upper case, a default port, a trailing slash) is kept in the
+    // form browsers send; a path, query, fragment or user name is refused.
     const ok = url !== null && (url.protocol === "http:" || url.protocol === "https:") &&
-      url.origin === entry.replace(/\/$/, "");
+      (url.pathname === "/" || url.pathname === "") && url.search === "" && url.hash === "" &&
+      !entry.includes("?") && !entry.includes("#") && url.username === "" && url.password === "";
     if (!ok) {
       throw new ConfigError(
         `${name} entries must be origins such as https://app.example, got ${JSON.stringify(entry)}`,

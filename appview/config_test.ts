@@ -55,10 +55,17 @@ Deno.test("loadAppviewConfig parses switches and lists", () => {
 
 Deno.test("APPVIEW_CORS_ORIGINS takes web origins only, naming a bad entry", () => {
   const origins = (v: string) => loadAppviewConfig({ APPVIEW_CORS_ORIGINS: v }).corsOrigins;
-  assert.deepEqual(origins("https://app.example/, http://localhost:5173"), [
-    "https://app.example",
-    "http://localhost:5173",
-  ]);
+  assert.deepEqual(
+    origins(
+      "https://app.example/, http://localhost:5173, HTTPS://Caps.Example:443, https://bücher.example",
+    ),
+    [
+      "https://app.example",
+      "http://localhost:5173",
+      "https://caps.example",
+      "https://xn--bcher-kva.example",
+    ],
+  );
   for (
     const bad of ["notanorigin", "app.example", "https://app.example/path", "ftp://x.example", "*"]
   ) {
@@ -73,6 +80,24 @@ Deno.test("APPVIEW_CORS_ORIGINS takes web origins only, naming a bad entry", () 
       bad,
     );
   }
+});
+
+Deno.test("APPVIEW_JETSTREAM_URL must be a ws(s) URL without a fragment; errors hide its secrets", () => {
+  const load = (v: string) => () => loadAppviewConfig({ APPVIEW_JETSTREAM_URL: v });
+  assert.throws(
+    load("https://op:pw@js.example/subscribe?apiKey=k"),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message ===
+        "APPVIEW_JETSTREAM_URL must be a ws(s) URL, got https://redacted:redacted@js.example/subscribe?apiKey=redacted",
+  );
+  assert.throws(
+    load("wss://js.example/subscribe#x"),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message ===
+        "APPVIEW_JETSTREAM_URL must not have a #fragment, got wss://js.example/subscribe#x",
+  );
 });
 
 Deno.test("APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS takes whole seconds from 1 to 86400", () => {

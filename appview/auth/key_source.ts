@@ -13,7 +13,7 @@
 
 import { parseMultikey } from "../../shared/multikey.ts";
 import { importVerifyKey } from "../../shared/jwt.ts";
-import type { Logger } from "../../shared/log.ts";
+import { type Logger, redactUrl } from "../../shared/log.ts";
 
 /** Path of the account host's DID document. */
 export const DID_DOCUMENT_PATH = "/.well-known/did.json";
@@ -60,6 +60,8 @@ export interface KeySourceOptions {
 export class PdsKeySource {
   /** Full URL of the DID document. */
   readonly documentUrl: string;
+  /** {@link documentUrl} as logs show it: no credentials, no query values. */
+  readonly #shownUrl: string;
   #log: Logger;
   #fetch: typeof fetch;
   #now: () => number;
@@ -73,6 +75,7 @@ export class PdsKeySource {
 
   constructor(opts: KeySourceOptions) {
     this.documentUrl = opts.pdsUrl.replace(/\/+$/, "") + DID_DOCUMENT_PATH;
+    this.#shownUrl = redactUrl(this.documentUrl);
     this.#log = opts.log;
     this.#fetch = opts.fetch ?? fetch;
     this.#now = opts.now ?? Date.now;
@@ -97,7 +100,7 @@ export class PdsKeySource {
       await this.getKey();
     } catch (err) {
       this.#log.warn("account host key not available at startup; will fetch on first use", {
-        url: this.documentUrl,
+        url: this.#shownUrl,
         reason: (err as Error).message,
       });
     }
@@ -128,7 +131,7 @@ export class PdsKeySource {
       await this.#fetchShared();
     } catch (err) {
       this.#log.warn("account host key re-fetch failed; keeping the cached key", {
-        url: this.documentUrl,
+        url: this.#shownUrl,
         reason: (err as Error).message,
       });
     }
@@ -143,7 +146,7 @@ export class PdsKeySource {
       if (previous === null || previous.id !== key.id) {
         this.#key = key;
         if (previous !== null) {
-          this.#log.info("account host key changed", { url: this.documentUrl });
+          this.#log.info("account host key changed", { url: this.#shownUrl });
           for (const listener of this.#onChange) listener();
         }
       }
@@ -174,7 +177,7 @@ export class PdsKeySource {
         throw new KeyUnavailableError(`Account host did not answer within ${this.#timeoutMs} ms`);
       }
       // The transport error names the (possibly internal) URL: log it, keep it off the wire.
-      this.#log.debug("DID document fetch failed", { url: this.documentUrl, err: e });
+      this.#log.debug("DID document fetch failed", { url: this.#shownUrl, err: e });
       throw new KeyUnavailableError("Account host is unreachable");
     }
     let multibase: string;

@@ -297,3 +297,20 @@ Deno.test("concurrent first requests share one document fetch", async () => {
   assert.deepEqual(new Set(results), new Set(["ok"]));
   assert.equal(server.requests, 1);
 });
+
+Deno.test("key source log lines show the account host URL without its credentials", async () => {
+  await using server = new DidDocServer({ body: {} });
+  await server.stop();
+  const { lines, sink } = captureLog();
+  const keySource = new PdsKeySource({
+    pdsUrl: server.url.replace("http://", "http://operator:hunter2@"),
+    log: createLogger("appview.auth", { sink }),
+    now: new FakeClock(T0).now,
+  });
+  await keySource.warmUp();
+  assert.equal(
+    lines.find((l) => l.level === "warn")?.url,
+    `${server.url.replace("http://", "http://redacted:redacted@")}/.well-known/did.json`,
+  );
+  assert.equal(JSON.stringify(lines).includes("hunter2"), false);
+});

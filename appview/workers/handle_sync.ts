@@ -17,7 +17,7 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import type { Logger } from "../../shared/log.ts";
+import { type Logger, redactUrl } from "../../shared/log.ts";
 import type { AppviewConfig } from "../config.ts";
 import { openIndexDb } from "../db/open.ts";
 import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
@@ -233,7 +233,10 @@ export async function runHandleSyncWorker(
   const db = openIndexDb(config.dbPath);
   try {
     const sync = createHandleSync(db, config, log, { resolver: opts.resolver });
-    log.info("Handle sync started", { plcUrl: config.plcUrl, pdsUrl: config.pdsUrl });
+    log.info("Handle sync started", {
+      plcUrl: redactUrl(config.plcUrl),
+      pdsUrl: redactUrl(config.pdsUrl),
+    });
     sync.start(opts.intervalMs);
     await new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
