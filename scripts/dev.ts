@@ -38,13 +38,20 @@ function isUnset(value: string | undefined): boolean {
 /**
  * The index's public URL, when the operator left it unset: `http://localhost:<APPVIEW_PORT>`,
  * so that changing only the port moves the push target and the token audience with it (both
- * halves read the same value). Port 0 keeps the configured defaults.
+ * halves read the same value). With port 0 the index's address is unknown before it binds, so
+ * the push is turned off (unless APPVIEW_INTERNAL_URL names a target) rather than sent, with
+ * the ingest secret, to whatever listens on the default port; the local stream still delivers
+ * every commit. Call it after the configuration was validated.
  */
-function deriveAppviewUrl(pdsEnv: RawEnv, appviewEnv: RawEnv): void {
+function deriveAppviewUrl(pdsEnv: RawEnv, appviewEnv: RawEnv, log: Logger): void {
   if (!isUnset(appviewEnv.APPVIEW_PUBLIC_URL)) return;
   const port = appviewEnv.APPVIEW_PORT?.trim() || "3000";
-  if (port === "0") return;
-  pdsEnv.APPVIEW_PUBLIC_URL = appviewEnv.APPVIEW_PUBLIC_URL = `http://localhost:${port}`;
+  if (port !== "0") {
+    pdsEnv.APPVIEW_PUBLIC_URL = appviewEnv.APPVIEW_PUBLIC_URL = `http://localhost:${port}`;
+  } else if (isUnset(pdsEnv.APPVIEW_INTERNAL_URL)) {
+    pdsEnv.APPVIEW_INTERNAL_URL = "off";
+    log.warn("APPVIEW_PORT is 0: push to the index is off; the local stream delivers commits");
+  }
 }
 
 /** Starts every component; returns a function that stops them all. */
@@ -52,7 +59,6 @@ export async function startDev(log: Logger): Promise<() => Promise<void>> {
   const pdsEnv = readPdsEnv();
   const appviewEnv = readAppviewEnv();
   const dataDir = pdsEnv.DATA_DIR?.trim() || "./data";
-  deriveAppviewUrl(pdsEnv, appviewEnv);
 
   const ingestSecret = pdsEnv.APPVIEW_INGEST_SECRET?.trim() ||
     await loadOrCreateDevSecret(dataDir, INGEST_SECRET_FILE);
@@ -64,8 +70,11 @@ export async function startDev(log: Logger): Promise<() => Promise<void>> {
   pdsEnv.APPVIEW_INGEST_SECRET = ingestSecret;
   appviewEnv.APPVIEW_INGEST_SECRET = ingestSecret;
 
+  // A bad variable stops dev before anything starts, naming the variable the operator set.
+  loadPdsConfig(pdsEnv);
+  loadAppviewConfig(appviewEnv);
+  deriveAppviewUrl(pdsEnv, appviewEnv, log);
   const pdsConfig = loadPdsConfig(pdsEnv);
-  loadAppviewConfig(appviewEnv); // a bad index variable stops dev before anything starts
   const jwtSecret = await loadOrCreateJwtSecret(pdsConfig, log.child("pds"));
   const pds = await startPds({ env: pdsEnv, jwtSecret, log: log.child("pds") });
   let appview;

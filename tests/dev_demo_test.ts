@@ -113,3 +113,47 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
   const logLines = devOut.join("").split("\n").filter((l) => l !== "" && !l.startsWith("Task dev"));
   for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
 });
+
+Deno.test("deno task dev names a bad APPVIEW_PORT; with APPVIEW_PORT=0 it turns the push off", async () => {
+  const cwd = REPO_ROOT.pathname;
+  const dataDir = `./data/test-dev-${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    const bad = await new Deno.Command(Deno.execPath(), {
+      args: ["task", "dev"],
+      cwd,
+      clearEnv: true,
+      env: { ...baseEnv(), DATA_DIR: dataDir, PDS_PORT: "0", APPVIEW_PORT: "70000" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(bad.code, 1);
+    assert.match(
+      new TextDecoder().decode(bad.stderr),
+      /APPVIEW_PORT must be a port number from 0 to 65535, got 70000/,
+    );
+
+    const dev = new Deno.Command(Deno.execPath(), {
+      args: ["task", "dev"],
+      cwd,
+      clearEnv: true,
+      env: { ...baseEnv(), DATA_DIR: dataDir, PDS_PORT: "0", APPVIEW_PORT: "0" },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const out: string[] = [];
+    const reading = Promise.all([readAll(dev.stdout, out), readAll(dev.stderr, out)]);
+    try {
+      await waitFor(() => out.join("").includes('"msg":"dev is running"'), {
+        timeoutMs: 30_000,
+        message: "dev started",
+      });
+      assert.match(out.join(""), /APPVIEW_PORT is 0: push to the index is off/);
+    } finally {
+      dev.kill("SIGINT");
+      assert.equal((await dev.status).code, 0);
+      await reading;
+    }
+  } finally {
+    await Deno.remove(`${cwd}${dataDir.slice(2)}`, { recursive: true }).catch(() => {});
+  }
+});
