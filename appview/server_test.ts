@@ -20,6 +20,11 @@ const ALICE = didOf("alice");
 const BOB = didOf("bob");
 const SECRET = "push-secret";
 
+/** The account host base URL of a fake subscribeRepos stream URL. */
+function accountHostUrl(streamUrl: string): string {
+  return streamUrl.replace(/^ws/, "http").replace(/\/xrpc\/.*$/, "");
+}
+
 Deno.test("startAppview serves HTTP and runs both consumers and handle sync on one database", async () => {
   await using dir = await makeTempDir();
   await using stream = startFakeRepoStream();
@@ -28,7 +33,7 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
   const config = loadAppviewConfig({
     DATA_DIR: `${dir.path}/data`,
     APPVIEW_PORT: "0",
-    PDS_INTERNAL_URL: stream.url.replace(/^ws/, "http").replace(/\/xrpc\/.*$/, ""),
+    PDS_INTERNAL_URL: accountHostUrl(stream.url),
     APPVIEW_JETSTREAM_URL: js.url,
     APPVIEW_INGEST_SECRET: SECRET,
   });
@@ -96,7 +101,7 @@ Deno.test("both consumers reconnect after APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS of
   const { log, lines } = captureLogger();
   const config = loadAppviewConfig({
     DATA_DIR: `${dir.path}/data`,
-    PDS_INTERNAL_URL: stream.url.replace(/^ws/, "http").replace(/\/xrpc\/.*$/, ""),
+    PDS_INTERNAL_URL: accountHostUrl(stream.url),
     APPVIEW_JETSTREAM_URL: js.url,
     APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS: "1",
   });

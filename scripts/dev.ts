@@ -70,8 +70,9 @@ export async function startDev(log: Logger): Promise<() => Promise<void>> {
   pdsEnv.APPVIEW_INGEST_SECRET = ingestSecret;
   appviewEnv.APPVIEW_INGEST_SECRET = ingestSecret;
 
-  // A bad variable stops dev before anything starts, naming the variable the operator set.
-  loadPdsConfig(pdsEnv);
+  // A bad variable stops dev before anything starts, naming the variable the operator set: the
+  // index's are checked before anything is derived from them (the account host's derived ones
+  // come from a checked APPVIEW_PORT).
   loadAppviewConfig(appviewEnv);
   deriveAppviewUrl(pdsEnv, appviewEnv, log);
   const pdsConfig = loadPdsConfig(pdsEnv);

@@ -24,6 +24,37 @@ async function readAll(stream: ReadableStream<Uint8Array>, sink: string[]): Prom
   for await (const chunk of stream.pipeThrough(decoder)) sink.push(chunk);
 }
 
+/** `deno task <task>` in the repository with only `env` (and the pass-through variables). */
+function task(name: string, env: Record<string, string>): Deno.Command {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["task", name],
+    cwd: REPO_ROOT.pathname,
+    clearEnv: true,
+    env: { ...baseEnv(), ...env },
+    stdout: "piped",
+    stderr: "piped",
+  });
+}
+
+/** Spawns `deno task dev` and waits until it runs; `out` collects stdout and stderr. */
+async function startDev(env: Record<string, string>) {
+  const dev = task("dev", env).spawn();
+  const out: string[] = [];
+  const reading = Promise.all([readAll(dev.stdout, out), readAll(dev.stderr, out)]);
+  try {
+    await waitFor(() => out.join("").includes('"msg":"dev is running"'), {
+      timeoutMs: 30_000,
+      message: "dev started",
+    });
+  } catch (err) {
+    dev.kill("SIGKILL");
+    await dev.status;
+    await reading;
+    throw err;
+  }
+  return { dev, out, reading };
+}
+
 Deno.test("deno task demo runs against deno task dev started with zero configuration", async () => {
   const dataDir = `./data/test-dev-${crypto.randomUUID().slice(0, 8)}`;
   const pdsPort = freePort();
@@ -32,39 +63,15 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
   // the two halves to each other and demo finds them from the same two variables.
   const ports = { PDS_PORT: String(pdsPort), APPVIEW_PORT: String(appviewPort) };
   const cwd = REPO_ROOT.pathname;
-  const dev = new Deno.Command(Deno.execPath(), {
-    args: ["task", "dev"],
-    cwd,
-    clearEnv: true,
-    env: {
-      ...baseEnv(),
-      ...ports,
-      DATA_DIR: dataDir,
-    },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const devOut: string[] = [];
-  const reading = Promise.all([readAll(dev.stdout, devOut), readAll(dev.stderr, devOut)]);
+  const { dev, out: devOut, reading } = await startDev({ ...ports, DATA_DIR: dataDir });
   try {
-    await waitFor(() => devOut.join("").includes('"msg":"dev is running"'), {
-      timeoutMs: 30_000,
-      message: "dev started",
-    });
     const log = devOut.join("");
     // Zero configuration: development secrets generated into DATA_DIR, with warnings.
     assert.match(log, /PDS_JWT_SECRET is not set: using a generated development secret/);
     assert.match(log, /APPVIEW_INGEST_SECRET is not set: using a generated development secret/);
     assert.ok((await Deno.stat(`${cwd}${dataDir.slice(2)}/pds_jwt_secret`)).isFile);
 
-    const demo = await new Deno.Command(Deno.execPath(), {
-      args: ["task", "demo"],
-      cwd,
-      clearEnv: true,
-      env: { ...baseEnv(), ...ports },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const demo = await task("demo", ports).output();
     const out = new TextDecoder().decode(demo.stdout);
     assert.equal(demo.code, 0, `demo failed:\n${out}\n${new TextDecoder().decode(demo.stderr)}`);
     const lines = out.trim().split("\n");
@@ -118,35 +125,20 @@ Deno.test("deno task dev names a bad APPVIEW_PORT; with APPVIEW_PORT=0 it turns 
   const cwd = REPO_ROOT.pathname;
   const dataDir = `./data/test-dev-${crypto.randomUUID().slice(0, 8)}`;
   try {
-    const bad = await new Deno.Command(Deno.execPath(), {
-      args: ["task", "dev"],
-      cwd,
-      clearEnv: true,
-      env: { ...baseEnv(), DATA_DIR: dataDir, PDS_PORT: "0", APPVIEW_PORT: "70000" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const bad = await task("dev", { DATA_DIR: dataDir, PDS_PORT: "0", APPVIEW_PORT: "70000" })
+      .output();
     assert.equal(bad.code, 1);
     assert.match(
       new TextDecoder().decode(bad.stderr),
       /APPVIEW_PORT must be a port number from 0 to 65535, got 70000/,
     );
 
-    const dev = new Deno.Command(Deno.execPath(), {
-      args: ["task", "dev"],
-      cwd,
-      clearEnv: true,
-      env: { ...baseEnv(), DATA_DIR: dataDir, PDS_PORT: "0", APPVIEW_PORT: "0" },
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const out: string[] = [];
-    const reading = Promise.all([readAll(dev.stdout, out), readAll(dev.stderr, out)]);
+    const { dev, out, reading } = await startDev({
+      DATA_DIR: dataDir,
+      PDS_PORT: "0",
+      APPVIEW_PORT: "0",
+    });
     try {
-      await waitFor(() => out.join("").includes('"msg":"dev is running"'), {
-        timeoutMs: 30_000,
-        message: "dev started",
-      });
       assert.match(out.join(""), /APPVIEW_PORT is 0: push to the index is off/);
     } finally {
       dev.kill("SIGINT");
