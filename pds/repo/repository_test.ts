@@ -424,3 +424,31 @@ Deno.test("concurrent commits to many repositories are signed validly and read b
     kv2.close();
   }
 });
+
+Deno.test("300 repositories committing at once: grouped commits stay within Deno KV's 100 checks", async () => {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+  try {
+    const key = generateP256KeyPair();
+    const dids = Array.from({ length: 300 }, (_, i) => `did:plc:${"d".repeat(21)}${100 + i}`);
+    const repo = new RepoService({
+      kv,
+      log: silentLogger,
+      now: Date.now,
+      signingKey: () => Promise.resolve(key),
+    });
+    await Promise.all(dids.map((did) => repo.initRepo(did)));
+    const results = await Promise.allSettled(dids.map((did) =>
+      repo.applyWrites(did, [
+        { action: "create", collection: COLLECTION_POST, record: post(`hello from ${did}`) },
+      ])
+    ));
+    const failed = results.filter((r) => r.status === "rejected");
+    assert.deepEqual(failed.map((r) => String((r as PromiseRejectedResult).reason)), []);
+    const events = await sequencerFor(kv).readEvents(0, 1000);
+    assert.equal(events.length, 600);
+    assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1));
+  } finally {
+    kv.close();
+  }
+});

@@ -76,6 +76,8 @@ const MAX_SEQ_ATTEMPTS = 20;
 /** Budget of one grouped atomic operation (Deno KV: 1,000 mutations, ~800 KB). */
 const GROUP_MAX_MUTATIONS = 900;
 const GROUP_MAX_BYTES = 600_000;
+/** Deno KV refuses an atomic operation of more than 100 checks; the seq head takes one. */
+const GROUP_MAX_CHECKS = 99;
 
 /** What a writer hands to {@link Sequencer.commit}. */
 export interface CommitRequest {
@@ -88,6 +90,8 @@ export interface CommitRequest {
   /** Mutations and bytes `fill` adds (to size the group; the event's own are added here). */
   mutations: number;
   bytes: number;
+  /** Checks `fill` adds (default 1): a group holds at most {@link GROUP_MAX_CHECKS}. */
+  checks?: number;
 }
 
 /** A committed event with the versionstamp of its atomic operation. */
@@ -167,15 +171,22 @@ export class Sequencer {
   #takeGroup(): Pending[] {
     let mutations = 0;
     let bytes = 0;
+    let checks = 0;
     let n = 0;
     for (const p of this.#queue) {
       // Each event also costs its chunks and the seq head.
       const eventBytes = p.request.event.blocks.length + 300 + p.request.event.ops.length * 150;
       const m = p.request.mutations + 1 + Math.ceil(eventBytes / EVENT_CHUNK_BYTES);
       const b = p.request.bytes + eventBytes;
-      if (n > 0 && (mutations + m > GROUP_MAX_MUTATIONS || bytes + b > GROUP_MAX_BYTES)) break;
+      const c = p.request.checks ?? 1;
+      if (
+        n > 0 &&
+        (mutations + m > GROUP_MAX_MUTATIONS || bytes + b > GROUP_MAX_BYTES ||
+          checks + c > GROUP_MAX_CHECKS)
+      ) break;
       mutations += m;
       bytes += b;
+      checks += c;
       n++;
     }
     return this.#queue.splice(0, n);
