@@ -38,7 +38,7 @@ export interface BlobRefJson {
 }
 
 /** Stored metadata of a blob. */
-interface BlobMeta {
+export interface BlobMeta {
   mimeType: string;
   size: number;
   chunks: number;

@@ -30,9 +30,20 @@ import { commitSigner } from "./signer.ts";
 import { type Block, EMPTY_TREE_CID, Mst, MstError } from "./mst.ts";
 import { type CompactionResult, compactRepoBlocks } from "./compaction.ts";
 import { RepoError } from "./errors.ts";
+import {
+  checkBlobRefs,
+  type CheckedBlob,
+  findBlobRefs,
+  type FoundBlob,
+} from "../blobs/blob_refs.ts";
 
 /** Most writes in one commit (keeps the atomic operation under Deno KV's 1,000 mutations). */
 export const MAX_WRITES_PER_COMMIT = 100;
+/**
+ * Most distinct blobs newly referenced by one commit: each is a check of the atomic operation,
+ * of which Deno KV allows 100 (the root and the seq head take two).
+ */
+export const MAX_BLOBS_PER_COMMIT = 90;
 /** Largest encoded record (one KV value holds at most 64 KiB). */
 export const MAX_RECORD_BYTES = 60_000;
 /** Deno KV limits of one atomic operation, with some headroom. */
@@ -129,6 +140,10 @@ interface PreparedOp {
   value: unknown;
   /** `block.cid` as a string (null for deletes), formatted once. */
   cid: string | null;
+  /** Blobs the record references (empty for deletes). */
+  blobs: FoundBlob[];
+  /** Of those, the ones its previous version did not reference: checked against the uploads. */
+  newBlobs: FoundBlob[];
 }
 
 /** The repository write path and state of one KV store. */
@@ -225,7 +240,8 @@ export class RepoService {
       }
       const { ops, results } = prepared;
       if (ops.length === 0) return { commit: null, results };
-      const committed = await this.#commit(did, keyPair, root, tree, ops);
+      const blobs = await this.#checkBlobs(did, ops);
+      const committed = await this.#commit(did, keyPair, root, tree, ops, blobs);
       if (committed) {
         tree.release();
         this.#maybeCompact(did);
@@ -283,6 +299,20 @@ export class RepoService {
     return current?.commitCid !== root.commitCid;
   }
 
+  /** The uploads the commit's records newly reference, checked (`blob_refs.ts`). */
+  async #checkBlobs(did: string, ops: PreparedOp[]): Promise<CheckedBlob[]> {
+    const fresh = ops.flatMap((op) => op.newBlobs);
+    if (fresh.length === 0) return [];
+    const checked = await checkBlobRefs(this.#deps.kv, did, fresh);
+    if (checked.size > MAX_BLOBS_PER_COMMIT) {
+      throw new RepoError(
+        "InvalidRequest",
+        `Commit references ${checked.size} new blobs (at most ${MAX_BLOBS_PER_COMMIT})`,
+      );
+    }
+    return [...checked.values()];
+  }
+
   /** Resolves rkeys, checks swaps, overlays profiles, validates and encodes the records. */
   async #prepare(did: string, writes: RepoWrite[], tree: Mst, source: KvBlockSource) {
     const ops: PreparedOp[] = [];
@@ -317,6 +347,8 @@ export class RepoService {
             prev,
             value: null,
             cid: null,
+            blobs: [],
+            newBlobs: [],
           });
         }
         continue;
@@ -324,14 +356,22 @@ export class RepoService {
       if (w.action === "create" && prev && !isProfile) {
         throw new RepoError("InvalidRequest", `Record already exists: ${uri}`);
       }
+      const stored = prev
+        ? await readRecordValue(this.#deps.kv, did, source, w.collection, rkey, prev)
+        : null;
       let record = w.record as Record<string, unknown>;
       if (isProfile) {
-        record = await overlayProfile(this.#deps.kv, did, source, w.collection, rkey, prev, record);
+        const current = stored === null ? null : toLexJson(stored) as Record<string, unknown>;
+        record = overlayProfile(current, record);
       }
       const { block, value } = encodeRecord(w.collection, record);
       const cid = formatCid(block.cid);
       results.push({ action: prev ? "update" : "create", uri, cid });
       if (prev && prev.equals(block.cid)) continue;
+      const blobs = findBlobRefs(value);
+      // A blob the previous version referenced alike is not checked again: the update of a
+      // profile's description must not fail on the avatar it keeps.
+      const kept = new Set(findBlobRefs(stored).map(blobIdentity));
       ops.push({
         action: prev ? "update" : "create",
         collection: w.collection,
@@ -341,6 +381,8 @@ export class RepoService {
         prev,
         value,
         cid,
+        blobs,
+        newBlobs: blobs.filter((b) => !kept.has(blobIdentity(b))),
       });
     }
     return { ops, results };
@@ -352,10 +394,11 @@ export class RepoService {
     root: LoadedRoot | null,
     tree: Mst,
     ops: PreparedOp[],
+    blobs: CheckedBlob[] = [],
   ): Promise<{ cid: string; rev: string; seq: number } | null> {
     this.#building++;
     try {
-      return await this.#commitCounted(did, keyPair, root, tree, ops);
+      return await this.#commitCounted(did, keyPair, root, tree, ops, blobs);
     } finally {
       this.#building--;
     }
@@ -367,6 +410,7 @@ export class RepoService {
     root: LoadedRoot | null,
     tree: Mst,
     ops: PreparedOp[],
+    blobs: CheckedBlob[],
   ): Promise<{ cid: string; rev: string; seq: number } | null> {
     const { root: data, blocks: nodeBlocks } = tree.finalize();
     const rev = root ? this.#tids.nextAfter(root.rev) : this.#tids.next();
@@ -399,6 +443,9 @@ export class RepoService {
     const committed = await this.#sequencer.commit({
       fill: (atomic) => {
         atomic.check({ key: repoRootKey(did), versionstamp: root?.versionstamp ?? null });
+        // A referenced upload deleted since it was checked fails the commit (and the retry
+        // answers BlobNotFound).
+        for (const b of blobs) atomic.check({ key: b.key, versionstamp: b.versionstamp });
         putBlocks(atomic, did, rev, blocks);
         atomic.set(repoRootKey(did), newRoot);
         for (const op of ops) {
@@ -424,13 +471,14 @@ export class RepoService {
         since: root?.rev ?? null,
         blocks: eventCar(commitBlock.cid, blocks),
         ops: eventOps,
-        blobs: [],
+        blobs: commitBlobs(ops),
         ...(root ? { prevData: root.data } : {}),
         time: new Date(this.#deps.now()).toISOString(),
       },
       records: new Map(ops.flatMap((op) => op.cid !== null ? [[op.cid, op.value]] : [])),
       mutations: blockChunks(size) + ops.length + 1,
       bytes: size,
+      checks: 1 + blobs.length,
     });
     if (!committed) return null;
     noteCommitBlocks(this.#deps.kv, did, root?.rev ?? null, rev, blocks);
@@ -511,30 +559,45 @@ function checkWriteShape(w: RepoWrite): void {
   }
 }
 
-/**
- * Spec 4.1 rule 3: supplied fields replace the stored ones, omitted fields are kept, a field
- * sent as null is removed.
- */
-async function overlayProfile(
+/** The current version `prev` of a record (IPLD form); null when its block is gone. */
+async function readRecordValue(
   kv: Deno.Kv,
   did: string,
   source: KvBlockSource,
   collection: string,
   rkey: string,
-  prev: CID | null,
+  prev: CID,
+): Promise<unknown> {
+  const stored = (await kv.get<StoredRecord>(repoRecordKey(did, collection, rkey))).value;
+  const bytes = stored?.cid === formatCid(prev) ? stored.bytes : await source.getBlock(prev);
+  return bytes ? decodeCbor(bytes) : null;
+}
+
+/**
+ * Spec 4.1 rule 3: supplied fields replace the stored ones, omitted fields are kept, a field
+ * sent as null is removed.
+ */
+function overlayProfile(
+  stored: Record<string, unknown> | null,
   supplied: Record<string, unknown>,
-): Promise<Record<string, unknown>> {
-  let merged: Record<string, unknown> = {};
-  if (prev) {
-    const stored = (await kv.get<StoredRecord>(repoRecordKey(did, collection, rkey))).value;
-    const bytes = stored?.cid === formatCid(prev) ? stored.bytes : await source.getBlock(prev);
-    if (bytes) merged = toLexJson(decodeCbor(bytes)) as Record<string, unknown>;
-  }
+): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...stored };
   for (const [k, v] of Object.entries(supplied)) {
     if (v === null) delete merged[k];
     else merged[k] = v;
   }
   return merged;
+}
+
+/** What makes two references of a blob alike. */
+function blobIdentity(b: FoundBlob): string {
+  return `${b.cid} ${b.mimeType} ${b.size}`;
+}
+
+/** The `blobs` of a commit event: every blob its new records reference, once each. */
+function commitBlobs(ops: PreparedOp[]): CID[] {
+  const cids = new Set(ops.flatMap((op) => op.blobs.map((b) => b.cid)));
+  return [...cids].map(parseCid);
 }
 
 /** The CAR of a commit event: root = the commit; the commit, new nodes and records. */
