@@ -16,6 +16,7 @@ import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
 import { initRepo } from "./repo/service.ts";
 import { KvCheckpointer } from "./store/kv_checkpointer.ts";
+import { BlobSweeper } from "./blobs/blob_gc.ts";
 
 /** HKDF `info` of the service signing key; changing it changes the published key. */
 export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
@@ -79,6 +80,8 @@ export interface StartPdsOptions {
   hooks?: PdsHooks;
   /** Tuning of the commit stream (tests use small per-connection bounds). */
   stream?: StreamServicesOptions;
+  /** Interval of the unreferenced-blob sweep (default one hour). */
+  blobSweepIntervalMs?: number;
 }
 
 /** A running account host. */
@@ -144,6 +147,13 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     // Only a KV file this server opened: a caller's store is the caller's to tune.
     checkpointer = opts.kv ? null : KvCheckpointer.start(config.kvPath, { log: ctx.log });
     const stream = await startStreamServices(ctx, opts.stream);
+    const sweeper = new BlobSweeper({
+      kv,
+      log: ctx.log.child("blobs"),
+      now: () => ctx.now(),
+      intervalMs: opts.blobSweepIntervalMs,
+    });
+    sweeper.start();
     app = createPdsApp(ctx);
     ctx.log.info("account host listening", {
       url,
@@ -155,6 +165,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     const close = () => {
       closing ??= (async () => {
         await stream.close();
+        await sweeper.close();
         await server.shutdown();
         await server.finished;
         await checkpointer?.stop();

@@ -22,7 +22,8 @@ import { formatAtUri } from "../../shared/at_uri.ts";
 import { fromLexJsonObject, LexJsonError, toLexJson } from "../../shared/lex_json.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { carLength, CborWriter, writeCarOneRoot } from "./cbor_writer.ts";
-import { repoRecordKey, repoRootKey } from "../store/keys.ts";
+import { blobRefKey, repoRecordKey, repoRootKey } from "../store/keys.ts";
+import { blobRefIndexBuilt, deleteBlobIfUnreferenced } from "../blobs/blob_gc.ts";
 import { type CommitEventOp, type Sequencer, sequencerFor } from "../sequencer/sequencer.ts";
 import { blockChunks, KvBlockSource, noteCommitBlocks, putBlocks } from "./block_store.ts";
 import { signCommitWith } from "./commit.ts";
@@ -144,6 +145,8 @@ interface PreparedOp {
   blobs: FoundBlob[];
   /** Of those, the ones its previous version did not reference: checked against the uploads. */
   newBlobs: FoundBlob[];
+  /** The blob CIDs the previous version referenced (empty for creates). */
+  prevBlobs: string[];
 }
 
 /** The repository write path and state of one KV store. */
@@ -244,6 +247,7 @@ export class RepoService {
       const committed = await this.#commit(did, keyPair, root, tree, ops, blobs);
       if (committed) {
         tree.release();
+        await this.#deleteDereferencedBlobs(did, ops);
         this.#maybeCompact(did);
         return { commit: committed, results };
       }
@@ -275,6 +279,25 @@ export class RepoService {
       });
       return result;
     });
+  }
+
+  /**
+   * Deletes the blobs the commit's records stopped referencing when no other record references
+   * them (`blob_gc.ts`). A failure is logged, not the write's: the hourly sweep retries.
+   */
+  async #deleteDereferencedBlobs(did: string, ops: PreparedOp[]): Promise<void> {
+    const dropped = new Set(ops.flatMap((op) => blobRefChanges(op).removed));
+    if (dropped.size === 0) return;
+    try {
+      if (!await blobRefIndexBuilt(this.#deps.kv)) return;
+      for (const cid of dropped) {
+        if (await deleteBlobIfUnreferenced(this.#deps.kv, did, cid)) {
+          this.#deps.log.info("deleted a blob no record references", { did, cid });
+        }
+      }
+    } catch (err) {
+      this.#deps.log.warn("deleting dereferenced blobs failed", { did, error: err });
+    }
   }
 
   /** Queues a compaction once the garbage counted in the root is enough. */
@@ -335,6 +358,10 @@ export class RepoService {
           );
         }
       }
+      const stored = prev
+        ? await readRecordValue(this.#deps.kv, did, source, w.collection, rkey, prev)
+        : null;
+      const storedBlobs = findBlobRefs(stored);
       if (w.action === "delete") {
         results.push({ action: "delete", uri, cid: null });
         if (prev) {
@@ -349,6 +376,7 @@ export class RepoService {
             cid: null,
             blobs: [],
             newBlobs: [],
+            prevBlobs: distinctCids(storedBlobs),
           });
         }
         continue;
@@ -356,9 +384,6 @@ export class RepoService {
       if (w.action === "create" && prev && !isProfile) {
         throw new RepoError("InvalidRequest", `Record already exists: ${uri}`);
       }
-      const stored = prev
-        ? await readRecordValue(this.#deps.kv, did, source, w.collection, rkey, prev)
-        : null;
       let record = w.record as Record<string, unknown>;
       if (isProfile) {
         const current = stored === null ? null : toLexJson(stored) as Record<string, unknown>;
@@ -371,7 +396,7 @@ export class RepoService {
       const blobs = findBlobRefs(value);
       // A blob the previous version referenced alike is not checked again: the update of a
       // profile's description must not fail on the avatar it keeps.
-      const kept = new Set(findBlobRefs(stored).map(blobIdentity));
+      const kept = new Set(storedBlobs.map(blobIdentity));
       ops.push({
         action: prev ? "update" : "create",
         collection: w.collection,
@@ -383,6 +408,7 @@ export class RepoService {
         cid,
         blobs,
         newBlobs: blobs.filter((b) => !kept.has(blobIdentity(b))),
+        prevBlobs: distinctCids(storedBlobs),
       });
     }
     return { ops, results };
@@ -434,7 +460,11 @@ export class RepoService {
         ops.filter((op) => op.prev !== null).length,
     };
     if (root?.kept !== undefined) newRoot.kept = root.kept;
-    const size = checkCommitSize(blocks, ops);
+    const refMutations = ops.reduce((n, op) => {
+      const refs = blobRefChanges(op);
+      return n + refs.added.length + refs.removed.length;
+    }, 0);
+    const size = checkCommitSize(blocks, ops, blobs.length + refMutations);
     const eventOps: CommitEventOp[] = ops.map((op) => {
       const e: CommitEventOp = { action: op.action, path: op.path, cid: op.block?.cid ?? null };
       if (op.prev) e.prev = op.prev;
@@ -445,7 +475,11 @@ export class RepoService {
         atomic.check({ key: repoRootKey(did), versionstamp: root?.versionstamp ?? null });
         // A referenced upload deleted since it was checked fails the commit (and the retry
         // answers BlobNotFound).
-        for (const b of blobs) atomic.check({ key: b.key, versionstamp: b.versionstamp });
+        // Rewriting the upload's metadata fails a concurrent deletion of it (`blob_gc.ts`).
+        for (const b of blobs) {
+          atomic.check({ key: b.key, versionstamp: b.versionstamp });
+          atomic.set(b.key, b.meta);
+        }
         putBlocks(atomic, did, rev, blocks);
         atomic.set(repoRootKey(did), newRoot);
         for (const op of ops) {
@@ -460,6 +494,9 @@ export class RepoService {
           } else {
             atomic.delete(key);
           }
+          const refs = blobRefChanges(op);
+          for (const cid of refs.added) atomic.set(blobRefKey(did, cid, op.path), true);
+          for (const cid of refs.removed) atomic.delete(blobRefKey(did, cid, op.path));
         }
       },
       event: {
@@ -476,7 +513,7 @@ export class RepoService {
         time: new Date(this.#deps.now()).toISOString(),
       },
       records: new Map(ops.flatMap((op) => op.cid !== null ? [[op.cid, op.value]] : [])),
-      mutations: blockChunks(size) + ops.length + 1,
+      mutations: blockChunks(size) + ops.length + 1 + blobs.length + refMutations,
       bytes: size,
       checks: 1 + blobs.length,
     });
@@ -594,6 +631,20 @@ function blobIdentity(b: FoundBlob): string {
   return `${b.cid} ${b.mimeType} ${b.size}`;
 }
 
+/** The distinct CIDs of `blobs`, in order. */
+function distinctCids(blobs: FoundBlob[]): string[] {
+  return [...new Set(blobs.map((b) => b.cid))];
+}
+
+/** The blob references a write adds and removes for its record path. */
+function blobRefChanges(op: PreparedOp): { added: string[]; removed: string[] } {
+  const now = distinctCids(op.blobs);
+  return {
+    added: now.filter((cid) => !op.prevBlobs.includes(cid)),
+    removed: op.prevBlobs.filter((cid) => !now.includes(cid)),
+  };
+}
+
 /** The `blobs` of a commit event: every blob its new records reference, once each. */
 function commitBlobs(ops: PreparedOp[]): CID[] {
   const cids = new Set(ops.flatMap((op) => op.blobs.map((b) => b.cid)));
@@ -643,13 +694,13 @@ function encodeRecord(
   return { block, value };
 }
 
-function checkCommitSize(blocks: Block[], ops: PreparedOp[]): number {
+function checkCommitSize(blocks: Block[], ops: PreparedOp[], blobMutations: number): number {
   // Stored bytes: the blocks (in the commit's pack and again in its event) and the records
   // (again in the record index). Mutations: pack chunks, root, index entries, event chunks, head.
   const blockBytes = blocks.reduce((n, b) => n + b.bytes.length + 40, 0);
   const recordBytes = ops.reduce((n, op) => n + (op.block ? op.block.bytes.length + 150 : 50), 0);
   const chunks = Math.ceil(blockBytes / 60_000);
-  const mutations = 2 * chunks + ops.length + 2;
+  const mutations = 2 * chunks + ops.length + 2 + blobMutations;
   if (mutations > MAX_MUTATIONS || 2 * blockBytes + recordBytes > MAX_COMMIT_BYTES) {
     throw new RepoError(
       "InvalidRequest",

@@ -159,3 +159,34 @@ export function blobChunkKey(did: string, cid: string, index: number): Deno.KvKe
 export function blobChunkPrefix(did: string, cid: string): Deno.KvKey {
   return ["blob_chunk", did, cid];
 }
+
+/** Prefix of the metadata of every blob of every account (the unreferenced-upload sweep). */
+export function blobMetaPrefix(): Deno.KvKey {
+  return ["blob"];
+}
+
+/**
+ * One reference of a blob by a record (`collection/rkey` path) of its account: the blob is
+ * deleted once its last reference goes (value `true`).
+ */
+export function blobRefKey(did: string, cid: string, path: string): Deno.KvKey {
+  return ["blob_ref", did, cid, path];
+}
+
+/** Prefix of every reference of one blob. */
+export function blobRefPrefix(did: string, cid: string): Deno.KvKey {
+  return ["blob_ref", did, cid];
+}
+
+/**
+ * Set once every record written before blob references were indexed has been indexed
+ * (`{version, builtAt}`); until then no blob is deleted.
+ */
+export function blobRefIndexKey(): Deno.KvKey {
+  return ["blob_ref_index"];
+}
+
+/** Prefix of the record index of every repository (the blob reference backfill). */
+export function repoRecordAllPrefix(): Deno.KvKey {
+  return ["repo_record"];
+}

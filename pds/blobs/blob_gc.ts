@@ -1,0 +1,189 @@
+/**
+ * Deleting blobs nobody needs: a blob goes when the last record referencing it is deleted or
+ * replaced (as in the reference account host), and an upload no record ever referenced goes
+ * after {@link UPLOAD_GRACE_MS}, so uploads cannot fill the disk unnoticed.
+ *
+ * References are indexed by the write path (`blobRefKey`, in the commit's atomic operation).
+ * Records written before the index existed are indexed once by {@link buildBlobRefIndex}; until
+ * it has finished ({@link blobRefIndexBuilt}) nothing is deleted.
+ *
+ * A blob is deleted in one atomic operation (metadata and every chunk) that checks the
+ * metadata's versionstamp. A commit newly referencing a blob rewrites that metadata in its own
+ * atomic operation, so a reference made between our look at the references and our delete makes
+ * the delete fail instead of leaving a record pointing at nothing.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../shared/log.ts";
+import { decodeCbor } from "../../shared/cbor.ts";
+import {
+  blobChunkKey,
+  blobMetaKey,
+  blobMetaPrefix,
+  blobRefIndexKey,
+  blobRefKey,
+  blobRefPrefix,
+  repoRecordAllPrefix,
+} from "../store/keys.ts";
+import type { BlobMeta } from "./blob_store.ts";
+import { findBlobRefs } from "./blob_refs.ts";
+
+/** An upload no record references is deleted this long after it was stored (one day). */
+export const UPLOAD_GRACE_MS = 24 * 60 * 60 * 1000;
+/** How often the sweep runs by default (one hour). */
+export const DEFAULT_SWEEP_INTERVAL_MS = 60 * 60 * 1000;
+const INDEX_VERSION = 1;
+/** Records per backfill atomic operation: one check each (Deno KV allows 100). */
+const BACKFILL_BATCH = 50;
+
+/** Whether every record's blob references are indexed (blobs may be deleted). */
+export async function blobRefIndexBuilt(kv: Deno.Kv): Promise<boolean> {
+  const marker = await kv.get<{ version: number }>(blobRefIndexKey());
+  return (marker.value?.version ?? 0) >= INDEX_VERSION;
+}
+
+/**
+ * Deletes blob `cid` of `did` when no record references it (and, with `storedBefore`, only when
+ * it was stored before that time). True when it was deleted.
+ */
+export async function deleteBlobIfUnreferenced(
+  kv: Deno.Kv,
+  did: string,
+  cid: string,
+  opts: { storedBefore?: number } = {},
+): Promise<boolean> {
+  const meta = await kv.get<BlobMeta>(blobMetaKey(did, cid));
+  if (meta.value === null) return false;
+  if (opts.storedBefore !== undefined && !(Date.parse(meta.value.createdAt) < opts.storedBefore)) {
+    return false;
+  }
+  for await (const _ of kv.list({ prefix: blobRefPrefix(did, cid) }, { limit: 1 })) return false;
+  const op = kv.atomic().check(meta).delete(meta.key);
+  for (let i = 0; i < meta.value.chunks; i++) op.delete(blobChunkKey(did, cid, i));
+  return (await op.commit()).ok;
+}
+
+/**
+ * Indexes the blob references of every stored record, once (a no-op when built). Each batch
+ * checks its records' versionstamps, so a record deleted meanwhile is read again rather than
+ * indexed as still referencing its blobs. Returns the records read.
+ */
+export async function buildBlobRefIndex(kv: Deno.Kv, now: number): Promise<number> {
+  if (await blobRefIndexBuilt(kv)) return 0;
+  let read = 0;
+  let batch: Deno.KvEntry<{ bytes: Uint8Array }>[] = [];
+  const flush = async () => {
+    while (batch.length > 0) {
+      const op = kv.atomic();
+      for (const entry of batch) {
+        op.check(entry);
+        const [, did, collection, rkey] = entry.key as string[];
+        for (const blob of blobsOf(entry.value.bytes)) {
+          op.set(blobRefKey(did, blob, `${collection}/${rkey}`), true);
+        }
+      }
+      if ((await op.commit()).ok) break;
+      // A record of the batch changed: read the batch again (deleted ones drop out).
+      const fresh = await kv.getMany<{ bytes: Uint8Array }[]>(batch.map((e) => e.key));
+      batch = fresh.filter((e): e is Deno.KvEntry<{ bytes: Uint8Array }> => e.value !== null);
+    }
+    batch = [];
+  };
+  for await (const entry of kv.list<{ bytes: Uint8Array }>({ prefix: repoRecordAllPrefix() })) {
+    read++;
+    batch.push(entry);
+    if (batch.length >= BACKFILL_BATCH) await flush();
+  }
+  await flush();
+  await kv.set(blobRefIndexKey(), { version: INDEX_VERSION, builtAt: new Date(now).toISOString() });
+  return read;
+}
+
+/** The distinct blob CIDs a stored record block references. */
+function blobsOf(bytes: Uint8Array): string[] {
+  try {
+    return [...new Set(findBlobRefs(decodeCbor(bytes)).map((b) => b.cid))];
+  } catch {
+    return []; // an undecodable block references nothing we could serve anyway
+  }
+}
+
+/** Deletes every upload stored before `now - graceMs` that no record references. */
+export async function sweepUnreferencedBlobs(
+  kv: Deno.Kv,
+  opts: { now: number; graceMs?: number },
+): Promise<number> {
+  if (!await blobRefIndexBuilt(kv)) return 0;
+  const storedBefore = opts.now - (opts.graceMs ?? UPLOAD_GRACE_MS);
+  let deleted = 0;
+  for await (const entry of kv.list<BlobMeta>({ prefix: blobMetaPrefix() })) {
+    if (!(Date.parse(entry.value.createdAt) < storedBefore)) continue;
+    const [, did, cid] = entry.key as string[];
+    if (await deleteBlobIfUnreferenced(kv, did, cid, { storedBefore })) deleted++;
+  }
+  return deleted;
+}
+
+/** Builds the reference index when needed, then sweeps at start and every `intervalMs`. */
+export class BlobSweeper {
+  readonly #kv: Deno.Kv;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #intervalMs: number;
+  readonly #graceMs: number;
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #running: Promise<void> | null = null;
+
+  constructor(opts: {
+    kv: Deno.Kv;
+    log: Logger;
+    now: () => number;
+    intervalMs?: number;
+    graceMs?: number;
+  }) {
+    this.#kv = opts.kv;
+    this.#log = opts.log;
+    this.#now = opts.now;
+    this.#intervalMs = opts.intervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+    this.#graceMs = opts.graceMs ?? UPLOAD_GRACE_MS;
+  }
+
+  /** Starts the periodic sweep (the first run right away). */
+  start(): void {
+    if (this.#timer !== null) return;
+    this.#timer = setInterval(() => this.runOnce(), this.#intervalMs);
+    this.runOnce();
+  }
+
+  /** Indexes (once) and sweeps now, unless a run is in progress; failures are logged. */
+  runOnce(): Promise<void> {
+    this.#running ??= (async () => {
+      try {
+        if (!await blobRefIndexBuilt(this.#kv)) {
+          const records = await buildBlobRefIndex(this.#kv, this.#now());
+          this.#log.info("indexed blob references of stored records", { records });
+        }
+        const deleted = await sweepUnreferencedBlobs(this.#kv, {
+          now: this.#now(),
+          graceMs: this.#graceMs,
+        });
+        if (deleted > 0) {
+          this.#log.info("deleted unreferenced uploads", { deleted, graceMs: this.#graceMs });
+        }
+      } catch (err) {
+        this.#log.warn("sweeping unreferenced blobs failed", { error: err });
+      } finally {
+        this.#running = null;
+      }
+    })();
+    return this.#running;
+  }
+
+  /** Stops the timer and waits for a run in progress. */
+  async close(): Promise<void> {
+    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#timer = null;
+    await this.#running;
+  }
+}

@@ -1,0 +1,203 @@
+// Blobs no record needs are deleted: when the last referencing record goes, and uploads never
+// referenced after a day (spec 2.3, 4.1 rule 4; the reference host deletes dereferenced blobs).
+
+import assert from "node:assert/strict";
+import { COLLECTION_POST, COLLECTION_PROFILE, EMBED_IMAGES } from "../../shared/nsid.ts";
+import { createTestApp, signUp, type TestApp, xrpcPost } from "../_test_helpers.ts";
+import { blobChunkPrefix, blobRefIndexKey, blobRefPrefix } from "../store/keys.ts";
+import {
+  blobRefIndexBuilt,
+  buildBlobRefIndex,
+  sweepUnreferencedBlobs,
+  UPLOAD_GRACE_MS,
+} from "./blob_gc.ts";
+
+const NOW = "2024-05-01T12:00:00.000Z";
+/** A blob of three chunks (chunks are 60,000 bytes). */
+const BIG = 150_000;
+
+interface Blob {
+  $type: "blob";
+  ref: { $link: string };
+  mimeType: string;
+  size: number;
+}
+
+interface Account {
+  t: TestApp;
+  did: string;
+  auth: Record<string, string>;
+}
+
+async function setUp(opts: { indexed?: boolean } = {}): Promise<Account> {
+  const t = await createTestApp();
+  if (opts.indexed ?? true) await buildBlobRefIndex(t.ctx.kv, Date.now());
+  const session = await signUp(t.app, "alice.test");
+  return { t, did: session.did, auth: { authorization: `Bearer ${session.accessJwt}` } };
+}
+
+async function upload({ t, auth }: Account, seed: number, size = 9): Promise<Blob> {
+  const bytes = new Uint8Array(size).fill(seed);
+  const res = await t.app.request("/xrpc/com.atproto.repo.uploadBlob", {
+    method: "POST",
+    headers: { ...auth, "content-type": "image/png" },
+    body: bytes,
+  });
+  assert.equal(res.status, 200);
+  return (await res.json()).blob;
+}
+
+async function postWith(a: Account, ...images: Blob[]): Promise<string> {
+  const res = await xrpcPost(a.t.app, "com.atproto.repo.createRecord", {
+    repo: a.did,
+    collection: COLLECTION_POST,
+    record: {
+      text: "pictures",
+      createdAt: NOW,
+      embed: { $type: EMBED_IMAGES, images: images.map((image) => ({ alt: "", image })) },
+    },
+  }, a.auth);
+  assert.equal(res.status, 200);
+  return (await res.json()).uri.split("/").pop();
+}
+
+async function deletePost(a: Account, rkey: string): Promise<void> {
+  const res = await xrpcPost(a.t.app, "com.atproto.repo.deleteRecord", {
+    repo: a.did,
+    collection: COLLECTION_POST,
+    rkey,
+  }, a.auth);
+  assert.equal(res.status, 200);
+}
+
+/** The status of getBlob and how many chunk and reference keys the blob has in KV. */
+async function blobState(a: Account, blob: Blob): Promise<[number, number, number]> {
+  const cid = blob.ref.$link;
+  const res = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
+  await res.body?.cancel();
+  const count = async (prefix: Deno.KvKey) =>
+    (await Array.fromAsync(a.t.ctx.kv.list({ prefix })))
+      .length;
+  return [
+    res.status,
+    await count(blobChunkPrefix(a.did, cid)),
+    await count(blobRefPrefix(a.did, cid)),
+  ];
+}
+
+Deno.test("a blob is deleted with the last record referencing it, not before", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const shared = await upload(a, 1, BIG);
+  const own = await upload(a, 2);
+  const first = await postWith(a, shared, own);
+  const second = await postWith(a, shared);
+  assert.deepEqual(await blobState(a, shared), [200, 3, 2]);
+  await deletePost(a, first);
+  assert.deepEqual(await blobState(a, shared), [200, 3, 1]);
+  assert.deepEqual(await blobState(a, own), [400, 0, 0]);
+  await deletePost(a, second);
+  assert.deepEqual(await blobState(a, shared), [400, 0, 0]);
+  assert.ok(a.t.lines.some((l) => l.includes("deleted a blob no record references")));
+});
+
+Deno.test("replacing a profile avatar deletes the old one; a profile update keeping it does not", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const put = async (record: object) => {
+    const res = await xrpcPost(a.t.app, "com.atproto.repo.putRecord", {
+      repo: a.did,
+      collection: COLLECTION_PROFILE,
+      rkey: "self",
+      record,
+    }, a.auth);
+    assert.equal(res.status, 200);
+  };
+  const old = await upload(a, 3);
+  const next = await upload(a, 4);
+  await put({ displayName: "Alice", avatar: old });
+  await put({ description: "still the same picture" });
+  assert.deepEqual(await blobState(a, old), [200, 1, 1]);
+  await put({ avatar: next });
+  assert.deepEqual(await blobState(a, old), [400, 0, 0]);
+  assert.deepEqual(await blobState(a, next), [200, 1, 1]);
+  await put({ avatar: null });
+  assert.deepEqual(await blobState(a, next), [400, 0, 0]);
+});
+
+Deno.test("the sweep deletes uploads nobody referenced once a day old, and keeps referenced ones", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const stray = await upload(a, 5, BIG);
+  const used = await upload(a, 6);
+  await postWith(a, used);
+  const kv = a.t.ctx.kv;
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + UPLOAD_GRACE_MS - 60_000 }), 0);
+  assert.deepEqual(await blobState(a, stray), [200, 3, 0]);
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + UPLOAD_GRACE_MS + 60_000 }), 1);
+  assert.deepEqual(await blobState(a, stray), [400, 0, 0]);
+  assert.deepEqual(await blobState(a, used), [200, 1, 1]);
+});
+
+Deno.test("records written before the index: nothing is deleted until the backfill indexed them", async () => {
+  const a = await setUp({ indexed: false });
+  await using _ = a.t;
+  const kv = a.t.ctx.kv;
+  const blob = await upload(a, 7);
+  const rkey = await postWith(a, blob);
+  const kept = await upload(a, 8);
+  await postWith(a, kept);
+  // As a store written before references were indexed: no reference keys.
+  for await (const e of kv.list({ prefix: ["blob_ref"] })) await kv.delete(e.key);
+  const later = Date.now() + 2 * UPLOAD_GRACE_MS;
+  assert.equal(await blobRefIndexBuilt(kv), false);
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 0);
+  await deletePost(a, rkey);
+  assert.deepEqual(await blobState(a, blob), [200, 1, 0]);
+  assert.equal(await buildBlobRefIndex(kv, Date.now()), 1);
+  assert.equal((await kv.get<{ version: number }>(blobRefIndexKey())).value?.version, 1);
+  assert.deepEqual(await blobState(a, kept), [200, 1, 1]);
+  // The blob of the record deleted before the backfill is unreferenced: the sweep takes it.
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 1);
+  assert.deepEqual(await blobState(a, blob), [400, 0, 0]);
+  assert.deepEqual(await blobState(a, kept), [200, 1, 1]);
+  assert.equal(await buildBlobRefIndex(kv, Date.now()), 0, "built once");
+});
+
+Deno.test("a sweep racing records that reference old uploads never leaves a record without its blob", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const kv = a.t.ctx.kv;
+  const later = Date.now() + 2 * UPLOAD_GRACE_MS;
+  let kept = 0;
+  let refused = 0;
+  for (let round = 0; round < 60; round++) {
+    const blobs = await Promise.all([0, 1, 2].map((i) => upload(a, 10 + 3 * round + i)));
+    const [, ...writes] = await Promise.all([
+      sweepUnreferencedBlobs(kv, { now: later }),
+      ...blobs.map((image) =>
+        xrpcPost(a.t.app, "com.atproto.repo.createRecord", {
+          repo: a.did,
+          collection: COLLECTION_POST,
+          record: {
+            text: "race",
+            createdAt: NOW,
+            embed: { $type: EMBED_IMAGES, images: [{ alt: "", image }] },
+          },
+        }, a.auth)
+      ),
+    ]);
+    for (const [i, res] of writes.entries()) {
+      const body = await res.json();
+      const [status] = await blobState(a, blobs[i]);
+      if (res.status === 200) {
+        kept++;
+        assert.equal(status, 200, `round ${round}: a record references a deleted blob`);
+      } else {
+        refused++;
+        assert.deepEqual([res.status, body.error, status], [400, "BlobNotFound", 400]);
+      }
+    }
+  }
+  assert.equal(kept + refused, 180);
+});
