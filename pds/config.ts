@@ -38,6 +38,11 @@ export interface PdsConfig {
   readonly ingestSecret: string | null;
   /** `PDS_EVENT_RETENTION_DAYS`: how long stored stream events are kept (default 30). */
   readonly eventRetentionDays: number;
+  /**
+   * `PDS_TRUST_PROXY` (default false): the client address is the last `X-Forwarded-For` entry
+   * (the one a reverse proxy in front appends), not the connection's peer.
+   */
+  readonly trustProxy: boolean;
   /** `LOG_LEVEL` (default `info`). */
   readonly logLevel: LogLevel;
 }
@@ -62,6 +67,7 @@ export const PDS_ENV_VARS: readonly string[] = Object.freeze([
   "PDS_HANDLE_DOMAINS",
   "PDS_KV_PATH",
   "PDS_EVENT_RETENTION_DAYS",
+  "PDS_TRUST_PROXY",
   "APPVIEW_PUBLIC_URL",
   "APPVIEW_INTERNAL_URL",
   "APPVIEW_INGEST_SECRET",
@@ -118,6 +124,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     serviceDid: didWebFromUrl(publicUrl),
     jwtSecret,
     inviteRequired: parseBool("PDS_INVITE_REQUIRED", get("PDS_INVITE_REQUIRED") ?? "false"),
+    trustProxy: parseBool("PDS_TRUST_PROXY", get("PDS_TRUST_PROXY") ?? "false"),
     handleDomains: Object.freeze(
       parseHandleDomains(get("PDS_HANDLE_DOMAINS") ?? DEFAULTS.PDS_HANDLE_DOMAINS),
     ),

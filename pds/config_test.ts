@@ -20,6 +20,7 @@ Deno.test("loadPdsConfig applies the documented defaults and derives both servic
     appviewInternalUrl: "http://localhost:3000",
     ingestSecret: null,
     eventRetentionDays: 30,
+    trustProxy: false,
     logLevel: "info",
   });
   assert.ok(Object.isFrozen(config));
@@ -40,6 +41,7 @@ Deno.test("loadPdsConfig reads every variable", () => {
     APPVIEW_INTERNAL_URL: "off",
     APPVIEW_INGEST_SECRET: "shh",
     PDS_EVENT_RETENTION_DAYS: "30",
+    PDS_TRUST_PROXY: "true",
     LOG_LEVEL: "debug",
   });
   assert.equal(config.dataDir, "/var/lib/social");
@@ -55,6 +57,7 @@ Deno.test("loadPdsConfig reads every variable", () => {
   assert.equal(config.appviewInternalUrl, null);
   assert.equal(config.ingestSecret, "shh");
   assert.equal(config.eventRetentionDays, 30);
+  assert.equal(config.trustProxy, true);
   assert.equal(config.logLevel, "debug");
   assert.equal(loadPdsConfig({ DATA_DIR: "/d/" }).kvPath, "/d/pds.kv");
 });
@@ -73,6 +76,7 @@ Deno.test("loadPdsConfig fails on bad values, naming the variable and the value"
       'APPVIEW_PUBLIC_URL must be an origin without a path, got "http://x.test/api"',
     ],
     [{ PDS_INVITE_REQUIRED: "maybe" }, 'PDS_INVITE_REQUIRED must be true or false, got "maybe"'],
+    [{ PDS_TRUST_PROXY: "sometimes" }, 'PDS_TRUST_PROXY must be true or false, got "sometimes"'],
     [{ PDS_JWT_SECRET: "short" }, "PDS_JWT_SECRET must be at least 16 characters long"],
     [{ PDS_HANDLE_DOMAINS: "bad_domain" }, 'PDS_HANDLE_DOMAINS has an invalid domain "bad_domain"'],
     [{ PDS_HANDLE_DOMAINS: " , " }, "PDS_HANDLE_DOMAINS must list a domain"],

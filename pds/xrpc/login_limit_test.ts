@@ -81,3 +81,28 @@ Deno.test("LoginLimiter counts pairs and identifiers separately and forgets them
   assert.equal(limiter.retryAfterSeconds("c", "zed.test", 1000), 0);
   assert.equal(limiter.check("a", "zed.test", 1000), null);
 });
+
+Deno.test("behind a trusted proxy (PDS_TRUST_PROXY) failures count per forwarded client address; otherwise the header is ignored", async () => {
+  for (const trusted of [true, false]) {
+    await using s = await startTestServer({ env: { PDS_TRUST_PROXY: String(trusted) } });
+    await signUp(s.url, "jane.test");
+    const login = (forwardedFor: string, password: string) =>
+      xrpcPost(s.url, "com.atproto.server.createSession", {
+        identifier: "jane.test",
+        password,
+      }, { "x-forwarded-for": forwardedFor });
+    for (let i = 0; i < 10; i++) {
+      // The first entry is the client's own claim; the proxy appended the last one.
+      const res = await login(`198.51.100.${i}, 203.0.113.7`, `guess ${i} guess`);
+      assert.equal(res.status, 401);
+      await res.body?.cancel();
+    }
+    const same = await login("198.51.100.99, 203.0.113.7", PASSWORD);
+    assert.equal(same.status, 429, `trusted=${trusted}`);
+    await same.body?.cancel();
+    // Another client of the proxy is not locked out only when the header is trusted.
+    const other = await login("203.0.113.8", PASSWORD);
+    assert.equal(other.status, trusted ? 200 : 429, `trusted=${trusted}`);
+    await other.body?.cancel();
+  }
+});

@@ -67,7 +67,7 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
   });
 
   app.post("/xrpc/com.atproto.server.createSession", async (c) => {
-    const address = clientAddress(c);
+    const address = clientAddress(c, ctx.config.trustProxy);
     const body = await readJsonBody(c);
     const identifier = optionalString(body, "identifier") ?? "";
     const password = optionalString(body, "password") ?? "";
@@ -131,8 +131,19 @@ async function tokenCall<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The peer address of the connection (Deno's serve info is Hono's `c.env`); "unknown" in-process. */
-export function clientAddress(c: Context): string {
+/** An IPv4 or IPv6 address as a proxy writes it (bounded: it becomes a map key). */
+const ADDRESS_RE = /^[0-9A-Fa-f:.]{2,45}$/;
+
+/**
+ * The client's address: the connection's peer (Deno's serve info is Hono's `c.env`; "unknown"
+ * in-process), or with `trustProxy` (`PDS_TRUST_PROXY`) the last `X-Forwarded-For` entry, the
+ * one the reverse proxy in front appended (earlier entries are the client's to forge).
+ */
+export function clientAddress(c: Context, trustProxy = false): string {
+  if (trustProxy) {
+    const last = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim() ?? "";
+    if (ADDRESS_RE.test(last)) return last.toLowerCase();
+  }
   const info = c.env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
   return info?.remoteAddr?.hostname ?? "unknown";
 }

@@ -36,7 +36,7 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const services = streamServicesFor(ctx);
     if (!services) throw new XrpcError(503, "NotEnoughResources", "Event stream is not running");
     // Connection caps, checked before the upgrade (nothing awaits between here and serve()).
-    const address = clientAddress(c);
+    const address = clientAddress(c, ctx.config.trustProxy);
     const refused = services.hub.admission(address);
     if (refused !== null) {
       const { maxConnections, maxConnectionsPerAddress } = services.hub.limits;
