@@ -16,6 +16,7 @@
  */
 
 import type { Logger } from "../../shared/log.ts";
+import { PeriodicTask } from "../periodic_task.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import {
   blobChunkKey,
@@ -126,15 +127,7 @@ export async function sweepUnreferencedBlobs(
 }
 
 /** Builds the reference index when needed, then sweeps at start and every `intervalMs`. */
-export class BlobSweeper {
-  readonly #kv: Deno.Kv;
-  readonly #log: Logger;
-  readonly #now: () => number;
-  readonly #intervalMs: number;
-  readonly #graceMs: number;
-  #timer: ReturnType<typeof setInterval> | null = null;
-  #running: Promise<void> | null = null;
-
+export class BlobSweeper extends PeriodicTask {
   constructor(opts: {
     kv: Deno.Kv;
     log: Logger;
@@ -142,48 +135,19 @@ export class BlobSweeper {
     intervalMs?: number;
     graceMs?: number;
   }) {
-    this.#kv = opts.kv;
-    this.#log = opts.log;
-    this.#now = opts.now;
-    this.#intervalMs = opts.intervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
-    this.#graceMs = opts.graceMs ?? UPLOAD_GRACE_MS;
-  }
-
-  /** Starts the periodic sweep (the first run right away). */
-  start(): void {
-    if (this.#timer !== null) return;
-    this.#timer = setInterval(() => this.runOnce(), this.#intervalMs);
-    this.runOnce();
-  }
-
-  /** Indexes (once) and sweeps now, unless a run is in progress; failures are logged. */
-  runOnce(): Promise<void> {
-    this.#running ??= (async () => {
-      try {
-        if (!await blobRefIndexBuilt(this.#kv)) {
-          const records = await buildBlobRefIndex(this.#kv, this.#now());
-          this.#log.info("indexed blob references of stored records", { records });
+    const graceMs = opts.graceMs ?? UPLOAD_GRACE_MS;
+    super({
+      intervalMs: opts.intervalMs ?? DEFAULT_SWEEP_INTERVAL_MS,
+      log: opts.log,
+      failure: "sweeping unreferenced blobs failed",
+      run: async () => {
+        if (!await blobRefIndexBuilt(opts.kv)) {
+          const records = await buildBlobRefIndex(opts.kv, opts.now());
+          opts.log.info("indexed blob references of stored records", { records });
         }
-        const deleted = await sweepUnreferencedBlobs(this.#kv, {
-          now: this.#now(),
-          graceMs: this.#graceMs,
-        });
-        if (deleted > 0) {
-          this.#log.info("deleted unreferenced uploads", { deleted, graceMs: this.#graceMs });
-        }
-      } catch (err) {
-        this.#log.warn("sweeping unreferenced blobs failed", { error: err });
-      } finally {
-        this.#running = null;
-      }
-    })();
-    return this.#running;
-  }
-
-  /** Stops the timer and waits for a run in progress. */
-  async close(): Promise<void> {
-    if (this.#timer !== null) clearInterval(this.#timer);
-    this.#timer = null;
-    await this.#running;
+        const deleted = await sweepUnreferencedBlobs(opts.kv, { now: opts.now(), graceMs });
+        if (deleted > 0) opts.log.info("deleted unreferenced uploads", { deleted, graceMs });
+      },
+    });
   }
 }

@@ -11,6 +11,7 @@
  */
 
 import type { Logger } from "../../shared/log.ts";
+import { PeriodicTask } from "../periodic_task.ts";
 import { seqEventChunkKey, seqEventPrefix } from "../store/keys.ts";
 import { readEventBodies, readHeadSeq, readOldestSeq } from "./event_log.ts";
 import { decodeEvent } from "./sequencer.ts";
@@ -94,15 +95,7 @@ export async function deleteEventsBefore(
 }
 
 /** Runs {@link pruneEvents} at start and then every `intervalMs`. */
-export class RetentionWorker {
-  readonly #kv: Deno.Kv;
-  readonly #log: Logger;
-  readonly #retentionDays: number;
-  readonly #now: () => number;
-  readonly #intervalMs: number;
-  #timer: ReturnType<typeof setInterval> | null = null;
-  #running: Promise<void> | null = null;
-
+export class RetentionWorker extends PeriodicTask {
   constructor(opts: {
     kv: Deno.Kv;
     log: Logger;
@@ -110,47 +103,22 @@ export class RetentionWorker {
     now: () => number;
     intervalMs?: number;
   }) {
-    this.#kv = opts.kv;
-    this.#log = opts.log;
-    this.#retentionDays = opts.retentionDays;
-    this.#now = opts.now;
-    this.#intervalMs = opts.intervalMs ?? DEFAULT_PRUNE_INTERVAL_MS;
-  }
-
-  /** Starts the periodic pruning (the first run right away). */
-  start(): void {
-    if (this.#timer !== null) return;
-    this.#timer = setInterval(() => this.runOnce(), this.#intervalMs);
-    this.runOnce();
-  }
-
-  /** Prunes once now (skipped when a run is in progress); failures are logged. */
-  runOnce(): Promise<void> {
-    this.#running ??= (async () => {
-      try {
-        const deleted = await pruneEvents(this.#kv, {
-          retentionDays: this.#retentionDays,
-          now: this.#now(),
+    super({
+      intervalMs: opts.intervalMs ?? DEFAULT_PRUNE_INTERVAL_MS,
+      log: opts.log,
+      failure: "pruning stream events failed",
+      run: async () => {
+        const deleted = await pruneEvents(opts.kv, {
+          retentionDays: opts.retentionDays,
+          now: opts.now(),
         });
         if (deleted > 0) {
-          this.#log.info("pruned old stream events", {
+          opts.log.info("pruned old stream events", {
             deleted,
-            retentionDays: this.#retentionDays,
+            retentionDays: opts.retentionDays,
           });
         }
-      } catch (err) {
-        this.#log.warn("pruning stream events failed", { error: err });
-      } finally {
-        this.#running = null;
-      }
-    })();
-    return this.#running;
-  }
-
-  /** Stops the timer and waits for a run in progress. */
-  async close(): Promise<void> {
-    if (this.#timer !== null) clearInterval(this.#timer);
-    this.#timer = null;
-    await this.#running;
+      },
+    });
   }
 }
