@@ -201,3 +201,36 @@ Deno.test("a sweep racing records that reference old uploads never leaves a reco
   }
   assert.equal(kept + refused, 180);
 });
+
+Deno.test("an upload referenced without $type is indexed and survives the sweep", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const blob = await upload(a, 9);
+  const { $type: _type, ...bare } = blob;
+  const res = await xrpcPost(a.t.app, "com.atproto.repo.putRecord", {
+    repo: a.did,
+    collection: COLLECTION_PROFILE,
+    rkey: "self",
+    record: { avatar: bare },
+  }, a.auth);
+  assert.equal(res.status, 200);
+  const later = Date.now() + 2 * UPLOAD_GRACE_MS;
+  assert.equal(await sweepUnreferencedBlobs(a.t.ctx.kv, { now: later }), 0);
+  assert.deepEqual(await blobState(a, blob), [200, 1, 1]);
+});
+
+Deno.test("uploading an old unreferenced blob again restarts its day", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const first = await upload(a, 11);
+  const kv = a.t.ctx.kv;
+  const meta = await kv.get<{ createdAt: string }>(["blob", a.did, first.ref.$link]);
+  await kv.set(meta.key, {
+    ...meta.value,
+    createdAt: new Date(Date.now() - 2 * UPLOAD_GRACE_MS).toISOString(),
+  });
+  const again = await upload(a, 11);
+  assert.deepEqual(again, first);
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + 60_000 }), 0);
+  assert.deepEqual(await blobState(a, first), [200, 1, 0]);
+});

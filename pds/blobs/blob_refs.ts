@@ -17,7 +17,9 @@ import type { BlobMeta } from "./blob_store.ts";
 export interface FoundBlob {
   /** The blob CID string. */
   cid: string;
+  /** "" when the reference has none. */
   mimeType: string;
+  /** -1 when the reference has none. */
   size: number;
   /** Where in the record, for messages (`avatar`, `embed.images[0].image`). */
   path: string;
@@ -50,11 +52,13 @@ function walk(value: unknown, path: string, found: FoundBlob[]): void {
     return;
   }
   const obj = value as Record<string, unknown>;
-  if (obj.$type === BLOB_TYPE && obj.ref instanceof CID) {
+  // Record validation also accepts a reference without `$type` (spec 2.3 gives it as optional
+  // when read): it is a blob all the same, checked and indexed like a typed one.
+  if (obj.ref instanceof CID && (obj.$type === BLOB_TYPE || obj.$type === undefined)) {
     found.push({
       cid: formatCid(obj.ref),
-      mimeType: String(obj.mimeType),
-      size: Number(obj.size),
+      mimeType: typeof obj.mimeType === "string" ? obj.mimeType : "",
+      size: typeof obj.size === "number" ? obj.size : -1,
       path,
     });
     return;
@@ -92,6 +96,12 @@ export async function checkBlobRefs(
     const stored = checked.get(blob.cid)?.meta;
     if (stored === undefined) {
       throw new RepoError("BlobNotFound", `Could not find blob ${blob.cid} (at ${blob.path})`);
+    }
+    if (blob.mimeType === "" || blob.size < 0) {
+      throw new RepoError(
+        "InvalidRecord",
+        `Blob ${blob.cid} at ${blob.path} needs the mimeType and size of its upload`,
+      );
     }
     if (blob.mimeType !== stored.mimeType) {
       throw new RepoError(

@@ -78,7 +78,15 @@ export async function putBlob(
     size: bytes.length,
   };
   const existing = await kv.get<BlobMeta>(blobMetaKey(did, cid));
-  if (existing.value !== null) return { ...ref, mimeType: existing.value.mimeType };
+  if (existing.value !== null) {
+    // Uploaded again: a fresh upload time, so the sweep (`blob_gc.ts`) does not take it before
+    // the record it is for, and a new versionstamp, so a deletion racing this upload fails.
+    const createdAt = new Date(opts.now).toISOString();
+    const touched = await kv.atomic().check(existing)
+      .set(existing.key, { ...existing.value, createdAt }).commit();
+    if (touched.ok) return { ...ref, mimeType: existing.value.mimeType };
+    // Deleted meanwhile: stored anew below.
+  }
   const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
   for (let first = 0; first < chunks; first += CHUNKS_PER_OP) {
     const op = kv.atomic();

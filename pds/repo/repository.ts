@@ -626,9 +626,9 @@ function overlayProfile(
   return merged;
 }
 
-/** What makes two references of a blob alike. */
+/** What makes two references of a blob alike (the field too: moving it rechecks it). */
 function blobIdentity(b: FoundBlob): string {
-  return `${b.cid} ${b.mimeType} ${b.size}`;
+  return `${b.cid} ${b.mimeType} ${b.size} ${b.path}`;
 }
 
 /** The distinct CIDs of `blobs`, in order. */

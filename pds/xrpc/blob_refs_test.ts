@@ -151,3 +151,26 @@ Deno.test("uploaded images are accepted, listed in the commit event's blobs, and
 function png(n: number): Uint8Array<ArrayBuffer> {
   return new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, n]);
 }
+
+Deno.test("a blob reference without $type is checked like a typed one", async () => {
+  const { t, did, auth } = await setUp();
+  await using _ = t;
+  const untyped = { ref: { $link: NEVER_UPLOADED }, mimeType: "text/plain", size: 7 };
+  await expectError(
+    await putProfile(t, did, auth, { banner: untyped }),
+    "BlobNotFound",
+    `Could not find blob ${NEVER_UPLOADED} (at banner)`,
+  );
+  const text = await upload(t, auth, new TextEncoder().encode("words"), "text/plain");
+  const { $type: _type, ...bare } = text;
+  await expectError(
+    await putProfile(t, did, auth, { avatar: bare }),
+    "InvalidMimeType",
+    `Blob ${text.ref.$link} at avatar must be an image, not text/plain`,
+  );
+  await expectError(
+    await putProfile(t, did, auth, { avatar: { ref: text.ref } }),
+    "InvalidRecord",
+    `Blob ${text.ref.$link} at avatar needs the mimeType and size of its upload`,
+  );
+});
