@@ -25,6 +25,7 @@ import {
   blobRefIndexKey,
   blobRefKey,
   blobRefPrefix,
+  kvKeyBytes,
   repoRecordAllPrefix,
 } from "../store/keys.ts";
 import type { BlobMeta } from "./blob_store.ts";
@@ -37,6 +38,13 @@ export const DEFAULT_SWEEP_INTERVAL_MS = 60 * 60 * 1000;
 const INDEX_VERSION = 1;
 /** Records per backfill atomic operation: one check each (Deno KV allows 100). */
 const BACKFILL_BATCH = 50;
+/** Reference keys per backfill operation (Deno KV allows 1,000 mutations). */
+const BACKFILL_MUTATIONS = 500;
+/** Key bytes per backfill operation (Deno KV allows 81,920). */
+const BACKFILL_KEY_BYTES = 50_000;
+/** Reference keys per piece of one record too large for an operation of its own (each key is
+ * at most about 1 KB: a DID, a CID and a collection/rkey path). */
+const BACKFILL_PIECE = 50;
 
 /** Whether every record's blob references are indexed (blobs may be deleted). */
 export async function blobRefIndexBuilt(kv: Deno.Kv): Promise<boolean> {
@@ -66,39 +74,105 @@ export async function deleteBlobIfUnreferenced(
 }
 
 /**
- * Indexes the blob references of every stored record, once (a no-op when built). Each batch
- * checks its records' versionstamps, so a record deleted meanwhile is read again rather than
- * indexed as still referencing its blobs. Returns the records read.
+ * Indexes the blob references of every stored record, once (a no-op when built). Records are
+ * indexed in operations of bounded mutations and key bytes, each checking its records'
+ * versionstamps, so a record changed or deleted meanwhile is read again rather than indexed as
+ * still referencing its blobs. Returns the records read.
  */
 export async function buildBlobRefIndex(kv: Deno.Kv, now: number): Promise<number> {
   if (await blobRefIndexBuilt(kv)) return 0;
   let read = 0;
-  let batch: Deno.KvEntry<{ bytes: Uint8Array }>[] = [];
+  let batch: RecordRefs[] = [];
+  let mutations = 0;
+  let keyBytes = 0;
   const flush = async () => {
-    while (batch.length > 0) {
-      const op = kv.atomic();
-      for (const entry of batch) {
-        op.check(entry);
-        const [, did, collection, rkey] = entry.key as string[];
-        for (const blob of blobsOf(entry.value.bytes)) {
-          op.set(blobRefKey(did, blob, `${collection}/${rkey}`), true);
-        }
-      }
-      if ((await op.commit()).ok) break;
-      // A record of the batch changed: read the batch again (deleted ones drop out).
-      const fresh = await kv.getMany<{ bytes: Uint8Array }[]>(batch.map((e) => e.key));
-      batch = fresh.filter((e): e is Deno.KvEntry<{ bytes: Uint8Array }> => e.value !== null);
-    }
+    await indexRecords(kv, batch);
     batch = [];
+    mutations = keyBytes = 0;
   };
   for await (const entry of kv.list<{ bytes: Uint8Array }>({ prefix: repoRecordAllPrefix() })) {
     read++;
-    batch.push(entry);
-    if (batch.length >= BACKFILL_BATCH) await flush();
+    const refs = recordRefs(entry);
+    if (refs.keys.length === 0) continue;
+    const bytes = kvKeyBytes(entry.key) + refs.keys.reduce((n, k) => n + kvKeyBytes(k), 0);
+    if (
+      batch.length > 0 &&
+      (batch.length >= BACKFILL_BATCH || mutations + refs.keys.length > BACKFILL_MUTATIONS ||
+        keyBytes + bytes > BACKFILL_KEY_BYTES)
+    ) await flush();
+    batch.push(refs);
+    mutations += refs.keys.length;
+    keyBytes += bytes;
   }
   await flush();
   await kv.set(blobRefIndexKey(), { version: INDEX_VERSION, builtAt: new Date(now).toISOString() });
   return read;
+}
+
+/** A stored record and the reference keys of the blobs it references. */
+interface RecordRefs {
+  entry: Deno.KvEntry<{ bytes: Uint8Array }>;
+  keys: Deno.KvKey[];
+}
+
+function recordRefs(entry: Deno.KvEntry<{ bytes: Uint8Array }>): RecordRefs {
+  const [, did, collection, rkey] = entry.key as string[];
+  const keys = blobsOf(entry.value.bytes).map((cid) =>
+    blobRefKey(did, cid, `${collection}/${rkey}`)
+  );
+  return { entry, keys };
+}
+
+/**
+ * Writes the reference keys of `records` in one operation checking each record; a record
+ * changed meanwhile is read again. A record too large for one operation (only one is ever
+ * batched alone) is written in pieces, each checking that record.
+ */
+async function indexRecords(kv: Deno.Kv, records: RecordRefs[]): Promise<void> {
+  let pending = records;
+  while (pending.length > 0 && fitsOneOperation(pending)) {
+    const op = kv.atomic();
+    for (const r of pending) {
+      op.check(r.entry);
+      for (const key of r.keys) op.set(key, true);
+    }
+    if ((await op.commit()).ok) return;
+    pending = await reread(kv, pending);
+  }
+  for (const record of pending) {
+    let current: RecordRefs | undefined = record;
+    while (current !== undefined) {
+      let ok = true;
+      for (let i = 0; i < current.keys.length && ok; i += BACKFILL_PIECE) {
+        const op = kv.atomic().check(current.entry);
+        for (const key of current.keys.slice(i, i + BACKFILL_PIECE)) op.set(key, true);
+        ok = (await op.commit()).ok;
+      }
+      current = ok ? undefined : (await reread(kv, [current]))[0];
+    }
+  }
+}
+
+function fitsOneOperation(records: RecordRefs[]): boolean {
+  let mutations = 0;
+  let keyBytes = 0;
+  for (const r of records) {
+    mutations += r.keys.length;
+    keyBytes += kvKeyBytes(r.entry.key) + r.keys.reduce((n, k) => n + kvKeyBytes(k), 0);
+  }
+  return mutations <= BACKFILL_MUTATIONS && keyBytes <= BACKFILL_KEY_BYTES;
+}
+
+/** The records of `records` that still exist, read again. */
+async function reread(kv: Deno.Kv, records: RecordRefs[]): Promise<RecordRefs[]> {
+  const fresh: RecordRefs[] = [];
+  for (let i = 0; i < records.length; i += 10) {
+    const keys = records.slice(i, i + 10).map((r) => r.entry.key);
+    for (const e of await kv.getMany<{ bytes: Uint8Array }[]>(keys)) {
+      if (e.value !== null) fresh.push(recordRefs(e as Deno.KvEntry<{ bytes: Uint8Array }>));
+    }
+  }
+  return fresh;
 }
 
 /** The distinct blob CIDs a stored record block references. */

@@ -2,9 +2,12 @@
 // referenced after a day (spec 2.3, 4.1 rule 4; the reference host deletes dereferenced blobs).
 
 import assert from "node:assert/strict";
+import { cidForRaw } from "../../shared/cid.ts";
+import { encodeCbor } from "../../shared/cbor.ts";
+import { makeTempDir } from "../../tests/_util.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE, EMBED_IMAGES } from "../../shared/nsid.ts";
 import { createTestApp, signUp, type TestApp, xrpcPost } from "../_test_helpers.ts";
-import { blobChunkPrefix, blobRefIndexKey, blobRefPrefix } from "../store/keys.ts";
+import { blobChunkPrefix, blobRefIndexKey, blobRefPrefix, repoRecordKey } from "../store/keys.ts";
 import {
   blobRefIndexBuilt,
   buildBlobRefIndex,
@@ -233,4 +236,34 @@ Deno.test("uploading an old unreferenced blob again restarts its day", async () 
   assert.deepEqual(again, first);
   assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + 60_000 }), 0);
   assert.deepEqual(await blobState(a, first), [200, 1, 0]);
+});
+
+Deno.test("the backfill indexes records of many references and long keys in bounded operations", async () => {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+  try {
+    const did = "did:plc:ffffffffffffffffffffffff";
+    const blob = (n: number) => ({
+      $type: "blob",
+      ref: cidForRaw(new TextEncoder().encode(`blob ${n}`)),
+      mimeType: "image/png",
+      size: 6,
+    });
+    const store = (rkey: string, blobs: number[]) =>
+      kv.set(repoRecordKey(did, COLLECTION_POST, rkey), {
+        bytes: encodeCbor({ $type: COLLECTION_POST, pictures: blobs.map(blob) }),
+      });
+    // As written before references were indexed: 50 records of three blobs under 500-character
+    // record keys (one operation of them all would pass Deno KV's 81,920 key bytes), and one
+    // record of 600 blobs (more than one operation's mutations).
+    for (let i = 0; i < 50; i++) {
+      await store(`${"r".repeat(497)}${String(i).padStart(3, "0")}`, [3 * i, 3 * i + 1, 3 * i + 2]);
+    }
+    await store("many", Array.from({ length: 600 }, (_, i) => 1000 + i));
+    assert.equal(await buildBlobRefIndex(kv, Date.now()), 51);
+    assert.equal(await blobRefIndexBuilt(kv), true);
+    assert.equal((await Array.fromAsync(kv.list({ prefix: ["blob_ref", did] }))).length, 750);
+  } finally {
+    kv.close();
+  }
 });

@@ -22,7 +22,13 @@ import { formatAtUri } from "../../shared/at_uri.ts";
 import { fromLexJsonObject, LexJsonError, toLexJson } from "../../shared/lex_json.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { carLength, CborWriter, writeCarOneRoot } from "./cbor_writer.ts";
-import { blobRefKey, repoRecordKey, repoRootKey } from "../store/keys.ts";
+import {
+  blobRefKey,
+  kvKeyBytes,
+  repoBlocksKey,
+  repoRecordKey,
+  repoRootKey,
+} from "../store/keys.ts";
 import { blobRefIndexBuilt, deleteBlobIfUnreferenced } from "../blobs/blob_gc.ts";
 import { type CommitEventOp, type Sequencer, sequencerFor } from "../sequencer/sequencer.ts";
 import { blockChunks, KvBlockSource, noteCommitBlocks, putBlocks } from "./block_store.ts";
@@ -50,6 +56,8 @@ export const MAX_RECORD_BYTES = 60_000;
 /** Deno KV limits of one atomic operation, with some headroom. */
 const MAX_MUTATIONS = 990;
 const MAX_COMMIT_BYTES = 780_000;
+/** Key bytes of one commit's checks and mutations (Deno KV allows 81,920 per operation). */
+const MAX_COMMIT_KEY_BYTES = 70_000;
 const MAX_ATTEMPTS = 10;
 /**
  * Unreachable blocks a repository's commits leave (replaced MST nodes, the previous commit,
@@ -464,7 +472,8 @@ export class RepoService {
       const refs = blobRefChanges(op);
       return n + refs.added.length + refs.removed.length;
     }, 0);
-    const size = checkCommitSize(blocks, ops, blobs.length + refMutations);
+    const keyBytes = commitKeyBytes(did, rev, blocks, ops, blobs);
+    const size = checkCommitSize(blocks, ops, blobs.length + refMutations, keyBytes);
     const eventOps: CommitEventOp[] = ops.map((op) => {
       const e: CommitEventOp = { action: op.action, path: op.path, cid: op.block?.cid ?? null };
       if (op.prev) e.prev = op.prev;
@@ -516,6 +525,7 @@ export class RepoService {
       mutations: blockChunks(size) + ops.length + 1 + blobs.length + refMutations,
       bytes: size,
       checks: 1 + blobs.length,
+      keyBytes,
     });
     if (!committed) return null;
     noteCommitBlocks(this.#deps.kv, did, root?.rev ?? null, rev, blocks);
@@ -694,17 +704,51 @@ function encodeRecord(
   return { block, value };
 }
 
-function checkCommitSize(blocks: Block[], ops: PreparedOp[], blobMutations: number): number {
+/**
+ * Bytes of the keys `fill` checks and writes, as Deno KV counts them toward its per-operation
+ * limit (about the encoded tuple: each part's bytes plus a tag and a terminator).
+ */
+function commitKeyBytes(
+  did: string,
+  rev: string,
+  blocks: Block[],
+  ops: PreparedOp[],
+  blobs: CheckedBlob[],
+): number {
+  const blockBytes = blocks.reduce((n, b) => n + b.bytes.length + 40, 0);
+  let bytes = 2 * kvKeyBytes(repoRootKey(did)) +
+    blockChunks(blockBytes) * kvKeyBytes(repoBlocksKey(did, rev, 0));
+  for (const b of blobs) bytes += 2 * kvKeyBytes(b.key);
+  for (const op of ops) {
+    bytes += kvKeyBytes(repoRecordKey(did, op.collection, op.rkey));
+    const refs = blobRefChanges(op);
+    for (const cid of [...refs.added, ...refs.removed]) {
+      bytes += kvKeyBytes(blobRefKey(did, cid, op.path));
+    }
+  }
+  return bytes;
+}
+
+function checkCommitSize(
+  blocks: Block[],
+  ops: PreparedOp[],
+  blobMutations: number,
+  keyBytes: number,
+): number {
   // Stored bytes: the blocks (in the commit's pack and again in its event) and the records
   // (again in the record index). Mutations: pack chunks, root, index entries, event chunks, head.
   const blockBytes = blocks.reduce((n, b) => n + b.bytes.length + 40, 0);
   const recordBytes = ops.reduce((n, op) => n + (op.block ? op.block.bytes.length + 150 : 50), 0);
   const chunks = Math.ceil(blockBytes / 60_000);
   const mutations = 2 * chunks + ops.length + 2 + blobMutations;
-  if (mutations > MAX_MUTATIONS || 2 * blockBytes + recordBytes > MAX_COMMIT_BYTES) {
+  if (
+    mutations > MAX_MUTATIONS || 2 * blockBytes + recordBytes > MAX_COMMIT_BYTES ||
+    keyBytes > MAX_COMMIT_KEY_BYTES
+  ) {
     throw new RepoError(
       "InvalidRequest",
-      `Commit is too large: ${blocks.length} blocks, ${blockBytes} bytes; send fewer writes`,
+      `Commit is too large: ${blocks.length} blocks, ${blockBytes} bytes, ${mutations} ` +
+        `mutations, ${keyBytes} key bytes; send fewer writes`,
     );
   }
   // What `fill` adds (the sequencer adds the event's own size).

@@ -12,7 +12,9 @@ import {
   COLLECTION_POST,
   COLLECTION_PROFILE,
   COLLECTION_REPOST,
+  EMBED_IMAGES,
 } from "../../shared/nsid.ts";
+import { putBlob } from "../blobs/blob_store.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { sequencerFor } from "../sequencer/sequencer.ts";
 import { repoRootKey } from "../store/keys.ts";
@@ -448,6 +450,68 @@ Deno.test("300 repositories committing at once: grouped commits stay within Deno
     const events = await sequencerFor(kv).readEvents(0, 1000);
     assert.equal(events.length, 600);
     assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1));
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("commits with many image references stay within Deno KV's key bytes: grouped ones commit, an oversized one is InvalidRequest", async () => {
+  await using dir = await makeTempDir();
+  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+  try {
+    const key = generateP256KeyPair();
+    const dids = Array.from({ length: 6 }, (_, i) => `did:plc:${"e".repeat(23)}${i}`);
+    const repo = new RepoService({
+      kv,
+      log: silentLogger,
+      now: Date.now,
+      signingKey: () => Promise.resolve(key),
+    });
+    const withImages = async (did: string, n: number) => {
+      const images = [];
+      for (let i = 0; i < 4; i++) {
+        const bytes = new TextEncoder().encode(`${did} image ${i}`);
+        images.push({
+          alt: "",
+          image: await putBlob(kv, did, bytes, { mimeType: "image/png", now: 0 }),
+        });
+      }
+      return { ...post(`post ${n}`), embed: { $type: EMBED_IMAGES, images } };
+    };
+    const batches = await Promise.all(dids.map(async (did) => {
+      const writes: RepoWrite[] = [];
+      for (let n = 0; n < 40; n++) {
+        writes.push({
+          action: "create",
+          collection: COLLECTION_POST,
+          record: await withImages(did, n),
+        });
+      }
+      return writes;
+    }));
+    const results = await Promise.allSettled(
+      dids.map((did, i) => repo.applyWrites(did, batches[i])),
+    );
+    assert.deepEqual(
+      results.map((r) => r.status === "rejected" ? String(r.reason) : r.status),
+      dids.map(() => "fulfilled"),
+    );
+    // One commit of 100 posts of four images under long record keys: refused, not a 500.
+    const writes: RepoWrite[] = [];
+    for (let n = 0; n < 100; n++) {
+      writes.push({
+        action: "create",
+        collection: COLLECTION_POST,
+        rkey: `${"k".repeat(100)}${String(n).padStart(20, "0")}`,
+        record: await withImages(dids[0], n),
+      });
+    }
+    await assert.rejects(repo.applyWrites(dids[0], writes), (err) => {
+      assert.ok(err instanceof RepoError);
+      assert.equal(err.code, "InvalidRequest");
+      assert.match(err.message, /^Commit is too large: .* key bytes; send fewer writes$/);
+      return true;
+    });
   } finally {
     kv.close();
   }

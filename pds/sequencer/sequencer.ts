@@ -78,6 +78,10 @@ const GROUP_MAX_MUTATIONS = 900;
 const GROUP_MAX_BYTES = 600_000;
 /** Deno KV refuses an atomic operation of more than 100 checks; the seq head takes one. */
 const GROUP_MAX_CHECKS = 99;
+/** Key bytes of one grouped operation (Deno KV refuses more than 81,920). */
+const GROUP_MAX_KEY_BYTES = 75_000;
+/** Key bytes of one event chunk key and of the seq head key (check and set), about. */
+const EVENT_KEY_BYTES = 24;
 
 /** What a writer hands to {@link Sequencer.commit}. */
 export interface CommitRequest {
@@ -92,6 +96,8 @@ export interface CommitRequest {
   bytes: number;
   /** Checks `fill` adds (default 1): a group holds at most {@link GROUP_MAX_CHECKS}. */
   checks?: number;
+  /** Bytes of the keys `fill` checks and writes (default 0), to size the group. */
+  keyBytes?: number;
 }
 
 /** A committed event with the versionstamp of its atomic operation. */
@@ -172,6 +178,7 @@ export class Sequencer {
     let mutations = 0;
     let bytes = 0;
     let checks = 0;
+    let keyBytes = 2 * EVENT_KEY_BYTES;
     let n = 0;
     for (const p of this.#queue) {
       // Each event also costs its chunks and the seq head.
@@ -179,14 +186,16 @@ export class Sequencer {
       const m = p.request.mutations + 1 + Math.ceil(eventBytes / EVENT_CHUNK_BYTES);
       const b = p.request.bytes + eventBytes;
       const c = p.request.checks ?? 1;
+      const k = (p.request.keyBytes ?? 0) + (m - p.request.mutations) * EVENT_KEY_BYTES;
       if (
         n > 0 &&
         (mutations + m > GROUP_MAX_MUTATIONS || bytes + b > GROUP_MAX_BYTES ||
-          checks + c > GROUP_MAX_CHECKS)
+          checks + c > GROUP_MAX_CHECKS || keyBytes + k > GROUP_MAX_KEY_BYTES)
       ) break;
       mutations += m;
       bytes += b;
       checks += c;
+      keyBytes += k;
       n++;
     }
     return this.#queue.splice(0, n);
