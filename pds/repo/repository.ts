@@ -153,8 +153,13 @@ interface PreparedOp {
   blobs: FoundBlob[];
   /** Of those, the ones its previous version did not reference: checked against the uploads. */
   newBlobs: FoundBlob[];
-  /** The blob CIDs the previous version referenced (empty for creates). */
-  prevBlobs: string[];
+  /** Blob CIDs whose reference by this record path the write adds and removes. */
+  refs: BlobRefChanges;
+}
+
+interface BlobRefChanges {
+  added: string[];
+  removed: string[];
 }
 
 /** The repository write path and state of one KV store. */
@@ -294,7 +299,7 @@ export class RepoService {
    * them (`blob_gc.ts`). A failure is logged, not the write's: the hourly sweep retries.
    */
   async #deleteDereferencedBlobs(did: string, ops: PreparedOp[]): Promise<void> {
-    const dropped = new Set(ops.flatMap((op) => blobRefChanges(op).removed));
+    const dropped = new Set(ops.flatMap((op) => op.refs.removed));
     if (dropped.size === 0) return;
     try {
       if (!await blobRefIndexBuilt(this.#deps.kv)) return;
@@ -384,7 +389,7 @@ export class RepoService {
             cid: null,
             blobs: [],
             newBlobs: [],
-            prevBlobs: distinctCids(storedBlobs),
+            refs: blobRefChanges([], storedBlobs),
           });
         }
         continue;
@@ -416,7 +421,7 @@ export class RepoService {
         cid,
         blobs,
         newBlobs: blobs.filter((b) => !kept.has(blobIdentity(b))),
-        prevBlobs: distinctCids(storedBlobs),
+        refs: blobRefChanges(blobs, storedBlobs),
       });
     }
     return { ops, results };
@@ -468,10 +473,10 @@ export class RepoService {
         ops.filter((op) => op.prev !== null).length,
     };
     if (root?.kept !== undefined) newRoot.kept = root.kept;
-    const refMutations = ops.reduce((n, op) => {
-      const refs = blobRefChanges(op);
-      return n + refs.added.length + refs.removed.length;
-    }, 0);
+    const refMutations = ops.reduce(
+      (n, op) => n + op.refs.added.length + op.refs.removed.length,
+      0,
+    );
     const keyBytes = commitKeyBytes(did, rev, blocks, ops, blobs);
     const size = checkCommitSize(blocks, ops, blobs.length + refMutations, keyBytes);
     const eventOps: CommitEventOp[] = ops.map((op) => {
@@ -503,9 +508,8 @@ export class RepoService {
           } else {
             atomic.delete(key);
           }
-          const refs = blobRefChanges(op);
-          for (const cid of refs.added) atomic.set(blobRefKey(did, cid, op.path), true);
-          for (const cid of refs.removed) atomic.delete(blobRefKey(did, cid, op.path));
+          for (const cid of op.refs.added) atomic.set(blobRefKey(did, cid, op.path), true);
+          for (const cid of op.refs.removed) atomic.delete(blobRefKey(did, cid, op.path));
         }
       },
       event: {
@@ -641,17 +645,13 @@ function blobIdentity(b: FoundBlob): string {
   return `${b.cid} ${b.mimeType} ${b.size} ${b.path}`;
 }
 
-/** The distinct CIDs of `blobs`, in order. */
-function distinctCids(blobs: FoundBlob[]): string[] {
-  return [...new Set(blobs.map((b) => b.cid))];
-}
-
 /** The blob references a write adds and removes for its record path. */
-function blobRefChanges(op: PreparedOp): { added: string[]; removed: string[] } {
-  const now = distinctCids(op.blobs);
+function blobRefChanges(blobs: FoundBlob[], previous: FoundBlob[]): BlobRefChanges {
+  const now = new Set(blobs.map((b) => b.cid));
+  const before = new Set(previous.map((b) => b.cid));
   return {
-    added: now.filter((cid) => !op.prevBlobs.includes(cid)),
-    removed: op.prevBlobs.filter((cid) => !now.includes(cid)),
+    added: [...now].filter((cid) => !before.has(cid)),
+    removed: [...before].filter((cid) => !now.has(cid)),
   };
 }
 
@@ -721,8 +721,7 @@ function commitKeyBytes(
   for (const b of blobs) bytes += 2 * kvKeyBytes(b.key);
   for (const op of ops) {
     bytes += kvKeyBytes(repoRecordKey(did, op.collection, op.rkey));
-    const refs = blobRefChanges(op);
-    for (const cid of [...refs.added, ...refs.removed]) {
+    for (const cid of [...op.refs.added, ...op.refs.removed]) {
       bytes += kvKeyBytes(blobRefKey(did, cid, op.path));
     }
   }

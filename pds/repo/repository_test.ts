@@ -34,8 +34,13 @@ import {
 const DID = "did:plc:aaaaaaaaaaaaaaaaaaaaaaaa";
 const NOW = "2024-05-01T12:00:00.000Z";
 
+/**
+ * A service on a fresh KV file; the account {@link DID} signs with `key`, and with `anyDid`
+ * every DID does (many repositories), else other DIDs have no account.
+ */
 async function withRepo(
   fn: (repo: RepoService, kv: Deno.Kv, key: P256KeyPair) => Promise<void>,
+  opts: { anyDid?: boolean } = {},
 ): Promise<void> {
   await using dir = await makeTempDir();
   const kv = await Deno.openKv(`${dir.path}/pds.kv`);
@@ -45,12 +50,17 @@ async function withRepo(
       kv,
       log: silentLogger,
       now: Date.now,
-      signingKey: (did) => Promise.resolve(did === DID ? key : null),
+      signingKey: (did) => Promise.resolve(opts.anyDid || did === DID ? key : null),
     });
     await fn(repo, kv, key);
   } finally {
     kv.close();
   }
+}
+
+/** {@link withRepo} where every DID signs with the one key. */
+function withAnyRepo(fn: (repo: RepoService, kv: Deno.Kv) => Promise<void>): Promise<void> {
+  return withRepo(fn, { anyDid: true });
 }
 
 function post(text: string): Record<string, unknown> {
@@ -428,17 +438,8 @@ Deno.test("concurrent commits to many repositories are signed validly and read b
 });
 
 Deno.test("300 repositories committing at once: grouped commits stay within Deno KV's 100 checks", async () => {
-  await using dir = await makeTempDir();
-  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
-  try {
-    const key = generateP256KeyPair();
+  await withAnyRepo(async (repo, kv) => {
     const dids = Array.from({ length: 300 }, (_, i) => `did:plc:${"d".repeat(21)}${100 + i}`);
-    const repo = new RepoService({
-      kv,
-      log: silentLogger,
-      now: Date.now,
-      signingKey: () => Promise.resolve(key),
-    });
     await Promise.all(dids.map((did) => repo.initRepo(did)));
     const results = await Promise.allSettled(dids.map((did) =>
       repo.applyWrites(did, [
@@ -450,23 +451,12 @@ Deno.test("300 repositories committing at once: grouped commits stay within Deno
     const events = await sequencerFor(kv).readEvents(0, 1000);
     assert.equal(events.length, 600);
     assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1));
-  } finally {
-    kv.close();
-  }
+  });
 });
 
 Deno.test("commits with many image references stay within Deno KV's key bytes: grouped ones commit, an oversized one is InvalidRequest", async () => {
-  await using dir = await makeTempDir();
-  const kv = await Deno.openKv(`${dir.path}/pds.kv`);
-  try {
-    const key = generateP256KeyPair();
+  await withAnyRepo(async (repo, kv) => {
     const dids = Array.from({ length: 6 }, (_, i) => `did:plc:${"e".repeat(23)}${i}`);
-    const repo = new RepoService({
-      kv,
-      log: silentLogger,
-      now: Date.now,
-      signingKey: () => Promise.resolve(key),
-    });
     const withImages = async (did: string, n: number) => {
       const images = [];
       for (let i = 0; i < 4; i++) {
@@ -512,7 +502,5 @@ Deno.test("commits with many image references stay within Deno KV's key bytes: g
       assert.match(err.message, /^Commit is too large: .* key bytes; send fewer writes$/);
       return true;
     });
-  } finally {
-    kv.close();
-  }
+  });
 });
