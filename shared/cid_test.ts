@@ -45,6 +45,24 @@ Deno.test("parseCid round-trips formatCid", () => {
   assert.ok(cid.equals(encodeBlock({ e: [], l: null }).cid));
 });
 
+Deno.test("formatCid equals CID#toString for sha-256 CIDs and for other digest lengths", () => {
+  for (let i = 0; i < 500; i++) {
+    const bytes = new Uint8Array(i % 97);
+    for (let j = 0; j < bytes.length; j++) bytes[j] = (i * 31 + j * 7) & 0xff;
+    for (const cid of [cidForCbor(bytes), cidForRaw(bytes)]) {
+      assert.equal(formatCid(cid), cid.toString());
+    }
+  }
+  // A CID of every byte value at every position: the encoder's bit buffer never loses a bit.
+  for (let v = 0; v < 256; v++) {
+    const cid = CID.decode(new Uint8Array([1, 0x71, 0x12, 32, ...new Array(32).fill(v)]));
+    assert.equal(formatCid(cid), cid.toString());
+  }
+  // Another digest length takes multiformats' encoder.
+  const identity = CID.decode(new Uint8Array([1, 0x55, 0x00, 5, 104, 101, 108, 108, 111]));
+  assert.equal(formatCid(identity), "bafkqablimvwgy3y");
+});
+
 Deno.test("parseCid throws CidError naming the bad value", () => {
   assert.throws(() => parseCid("."), { name: "CidError", message: 'Invalid CID: "."' });
   assert.throws(() => parseCid(""), { name: "CidError", message: "Invalid CID: empty string" });
