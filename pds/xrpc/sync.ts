@@ -19,6 +19,7 @@ import {
   requireRepoRoot,
 } from "../repo/reader.ts";
 import { getBlob } from "../blobs/blob_store.ts";
+import { ConcurrencyGate, GateFullError } from "../concurrency_gate.ts";
 import { XrpcError } from "./errors.ts";
 import { parseLimit, toXrpcError } from "./repo.ts";
 
@@ -26,10 +27,33 @@ const NSID = "com.atproto.sync";
 const CAR_TYPE = "application/vnd.ipld.car";
 /** Most CIDs in one `getBlocks` request. */
 const MAX_GET_BLOCKS = 1000;
+/**
+ * Repository exports (`getRepo`) running at once, and waiting behind them. An export holds
+ * every block of the repository in memory while it builds the CAR, and the method needs no
+ * authentication: without a bound, a few dozen parallel requests for a large repository would
+ * exhaust a small host's memory. Beyond both, a request is answered 429 at once.
+ */
+export const EXPORTS_RUNNING = 4;
+export const EXPORTS_WAITING = 32;
+
+const exportGates = new WeakMap<PdsContext, ConcurrencyGate>();
+
+/** The gate of the `getRepo` exports of `ctx` (one per account host). */
+export function exportGateFor(ctx: PdsContext): ConcurrencyGate {
+  let gate = exportGates.get(ctx);
+  if (!gate) {
+    exportGates.set(
+      ctx,
+      gate = new ConcurrencyGate({ running: EXPORTS_RUNNING, waiting: EXPORTS_WAITING }),
+    );
+  }
+  return gate;
+}
 
 /** Routes of `com.atproto.sync.*` (except `subscribeRepos`). */
 export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
   const app = new Hono<PdsEnv>();
+  const exports = exportGateFor(ctx);
 
   app.get(`/xrpc/${NSID}.getRepo`, async (c) => {
     const did = requireDid(c);
@@ -37,7 +61,17 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     if (since !== undefined && !isValidTid(since)) {
       throw new XrpcError(400, "InvalidRequest", `Parameter since is not a TID: ${q(since)}`);
     }
-    return car(await domain(exportRepoCar(ctx.kv, did, since)));
+    try {
+      return car(await exports.run(() => domain(exportRepoCar(ctx.kv, did, since))));
+    } catch (err) {
+      if (!(err instanceof GateFullError)) throw err;
+      throw new XrpcError(
+        429,
+        "RateLimitExceeded",
+        `Too many repository exports at once (${err.message}); retry in 1 second`,
+        { "Retry-After": "1" },
+      );
+    }
   });
 
   app.get(`/xrpc/${NSID}.getBlocks`, async (c) => {
