@@ -21,7 +21,10 @@ export interface LoginLimiterOptions {
   maxFailuresPerIdentifier?: number;
   /** Window length in ms (default 15 minutes). */
   windowMs?: number;
-  /** Tracked pairs (and identifiers) before expired entries are swept (default 10,000). */
+  /**
+   * Tracked pairs (and identifiers) before expired entries are swept (default 10,000); when all
+   * are live, the tenth with the fewest failures is forgotten.
+   */
   maxEntries?: number;
 }
 
@@ -106,12 +109,14 @@ export class LoginLimiter {
     for (const [key, entry] of map) {
       if (nowMs >= entry.resetAt) map.delete(key);
     }
-    // Still full of live entries: forget the oldest rather than grow without bound.
-    while (map.size >= this.#maxEntries) {
-      const oldest = map.keys().next().value;
-      if (oldest === undefined) break;
-      map.delete(oldest);
-    }
+    if (map.size < this.#maxEntries) return;
+    // Still full of live entries: forget a tenth of them, those with the fewest failures first
+    // (the oldest first among equals). Forgetting the oldest would let a client that sprays
+    // failures at many identifiers wipe the count that locks the account it is guessing at.
+    const entries = [...map];
+    entries.sort(([, a], [, b]) => a.count - b.count || a.resetAt - b.resetAt);
+    const forget = map.size - Math.floor(this.#maxEntries * 0.9);
+    for (let i = 0; i < forget; i++) map.delete(entries[i][0]);
   }
 }
 

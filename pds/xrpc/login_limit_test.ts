@@ -82,6 +82,40 @@ Deno.test("LoginLimiter counts pairs and identifiers separately and forgets them
   assert.equal(limiter.check("a", "zed.test", 1000), null);
 });
 
+Deno.test("LoginLimiter full of live entries forgets the fewest failures first, not a locked account", () => {
+  const limiter = new LoginLimiter({
+    maxFailures: 3,
+    maxFailuresPerIdentifier: 5,
+    windowMs: 60_000,
+    maxEntries: 20,
+  });
+  for (let i = 0; i < 5; i++) limiter.recordFailure("attacker", "victim.test", i);
+  assert.deepEqual(limiter.check("attacker", "victim.test", 10), {
+    retryAfter: 60,
+    scope: "identifier",
+  });
+  // One failure at each of many other identifiers, all within the window: both maps overflow.
+  for (let i = 0; i < 200; i++) limiter.recordFailure("attacker", `spray${i}.test`, 100 + i);
+  assert.deepEqual(limiter.check("attacker", "victim.test", 400), {
+    retryAfter: 60,
+    scope: "identifier",
+  });
+  assert.deepEqual(limiter.check("elsewhere", "victim.test", 400), {
+    retryAfter: 60,
+    scope: "identifier",
+  });
+  // The newest one-failure entries are kept; the oldest of them were forgotten.
+  limiter.recordFailure("attacker", "spray199.test", 500);
+  limiter.recordFailure("attacker", "spray199.test", 501);
+  assert.deepEqual(limiter.check("attacker", "spray199.test", 502), {
+    retryAfter: 60,
+    scope: "address",
+  });
+  limiter.recordFailure("attacker", "spray0.test", 600);
+  limiter.recordFailure("attacker", "spray0.test", 601);
+  assert.equal(limiter.check("attacker", "spray0.test", 602), null);
+});
+
 Deno.test("behind a trusted proxy (PDS_TRUST_PROXY) failures count per forwarded client address; otherwise the header is ignored", async () => {
   for (const trusted of [true, false]) {
     await using s = await startTestServer({ env: { PDS_TRUST_PROXY: String(trusted) } });
