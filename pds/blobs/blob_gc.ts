@@ -12,6 +12,10 @@
  * atomic operation, so a reference made between our look at the references and our delete makes
  * the delete fail instead of leaving a record pointing at nothing.
  *
+ * The chunks of an upload interrupted before its metadata was written (a crash between the two
+ * atomic operations of a large blob, `blob_store.ts`) are found by their upload marker and
+ * deleted after the same grace time ({@link sweepInterruptedUploads}).
+ *
  * @module
  */
 
@@ -25,10 +29,11 @@ import {
   blobRefIndexKey,
   blobRefKey,
   blobRefPrefix,
+  blobUploadPrefix,
   kvKeyBytes,
   repoRecordAllPrefix,
 } from "../store/keys.ts";
-import type { BlobMeta } from "./blob_store.ts";
+import { type BlobMeta, MAX_BLOB_CHUNKS } from "./blob_store.ts";
 import { findBlobRefs } from "./blob_refs.ts";
 
 /** An upload no record references is deleted this long after it was stored (one day). */
@@ -200,6 +205,33 @@ export async function sweepUnreferencedBlobs(
   return deleted;
 }
 
+/**
+ * Deletes the chunks and marker of every upload interrupted before `now - graceMs` (its marker
+ * is older and it has no metadata). Each deletion checks the marker's versionstamp and that the
+ * metadata is still absent, so an upload of the same blob started meanwhile is left alone.
+ * Returns the uploads deleted.
+ */
+export async function sweepInterruptedUploads(
+  kv: Deno.Kv,
+  opts: { now: number; graceMs?: number },
+): Promise<number> {
+  const startedBefore = opts.now - (opts.graceMs ?? UPLOAD_GRACE_MS);
+  let deleted = 0;
+  for await (const entry of kv.list<{ createdAt: string }>({ prefix: blobUploadPrefix() })) {
+    if (!(Date.parse(entry.value.createdAt) < startedBefore)) continue;
+    const [, did, cid] = entry.key as string[];
+    const op = kv.atomic().check(entry).delete(entry.key);
+    const meta = await kv.get(blobMetaKey(did, cid));
+    // With metadata the upload finished (a marker cannot outlive that): only the marker goes.
+    if (meta.value === null) {
+      op.check({ key: meta.key, versionstamp: null });
+      for (let i = 0; i < MAX_BLOB_CHUNKS; i++) op.delete(blobChunkKey(did, cid, i));
+    }
+    if ((await op.commit()).ok && meta.value === null) deleted++;
+  }
+  return deleted;
+}
+
 /** Builds the reference index when needed, then sweeps at start and every `intervalMs`. */
 export class BlobSweeper extends PeriodicTask {
   constructor(opts: {
@@ -221,6 +253,10 @@ export class BlobSweeper extends PeriodicTask {
         }
         const deleted = await sweepUnreferencedBlobs(opts.kv, { now: opts.now(), graceMs });
         if (deleted > 0) opts.log.info("deleted unreferenced uploads", { deleted, graceMs });
+        const interrupted = await sweepInterruptedUploads(opts.kv, { now: opts.now(), graceMs });
+        if (interrupted > 0) {
+          opts.log.info("deleted the chunks of interrupted uploads", { uploads: interrupted });
+        }
       },
     });
   }

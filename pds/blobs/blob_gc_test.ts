@@ -7,10 +7,18 @@ import { encodeCbor } from "../../shared/cbor.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE, EMBED_IMAGES } from "../../shared/nsid.ts";
 import { createTestApp, signUp, type TestApp, xrpcPost } from "../_test_helpers.ts";
-import { blobChunkPrefix, blobRefIndexKey, blobRefPrefix, repoRecordKey } from "../store/keys.ts";
+import {
+  blobChunkKey,
+  blobChunkPrefix,
+  blobRefIndexKey,
+  blobRefPrefix,
+  blobUploadKey,
+  repoRecordKey,
+} from "../store/keys.ts";
 import {
   blobRefIndexBuilt,
   buildBlobRefIndex,
+  sweepInterruptedUploads,
   sweepUnreferencedBlobs,
   UPLOAD_GRACE_MS,
 } from "./blob_gc.ts";
@@ -266,4 +274,63 @@ Deno.test("the backfill indexes records of many references and long keys in boun
   } finally {
     kv.close();
   }
+});
+
+Deno.test("the chunks of an upload interrupted between its two operations are swept after a day", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const kv = a.t.ctx.kv;
+  const markers = async () => (await Array.fromAsync(kv.list({ prefix: ["blob_upload"] }))).length;
+  // Uploads of one operation (10 chunks) and of two (the largest blob, 18 chunks) leave no marker.
+  const ten = await upload(a, 21, 600_000);
+  const largest = await upload(a, 22, 1024 * 1024);
+  assert.equal(await markers(), 0);
+  assert.deepEqual(await blobState(a, ten), [200, 10, 0]);
+  assert.deepEqual(await blobState(a, largest), [200, 18, 0]);
+
+  // What an upload of the largest blob leaves when the process dies after its first operation:
+  // the first ten chunks and the marker, no metadata.
+  const bytes = new Uint8Array(1024 * 1024).fill(23);
+  const cid = cidForRaw(bytes).toString();
+  const startedAt = Date.now();
+  const first = kv.atomic().set(blobUploadKey(a.did, cid), {
+    createdAt: new Date(startedAt).toISOString(),
+  });
+  for (let i = 0; i < 10; i++) {
+    first.set(blobChunkKey(a.did, cid, i), bytes.slice(i * 60_000, (i + 1) * 60_000));
+  }
+  assert.equal((await first.commit()).ok, true);
+  const orphan: Blob = { $type: "blob", ref: { $link: cid }, mimeType: "image/png", size: 0 };
+  assert.deepEqual(await blobState(a, orphan), [400, 10, 0]);
+
+  assert.equal(await sweepInterruptedUploads(kv, { now: startedAt + UPLOAD_GRACE_MS - 1 }), 0);
+  assert.deepEqual(await blobState(a, orphan), [400, 10, 0]);
+  assert.equal(await sweepInterruptedUploads(kv, { now: startedAt + UPLOAD_GRACE_MS + 1 }), 1);
+  assert.deepEqual(await blobState(a, orphan), [400, 0, 0]);
+  assert.equal(await markers(), 0);
+  // Complete uploads are untouched.
+  assert.deepEqual(await blobState(a, ten), [200, 10, 0]);
+  assert.deepEqual(await blobState(a, largest), [200, 18, 0]);
+});
+
+Deno.test("an upload started again after an interruption is neither swept nor left marked", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const kv = a.t.ctx.kv;
+  const bytes = new Uint8Array(1024 * 1024).fill(24);
+  const cid = cidForRaw(bytes).toString();
+  const old = new Date(Date.now() - 2 * UPLOAD_GRACE_MS).toISOString();
+  const first = kv.atomic().set(blobUploadKey(a.did, cid), { createdAt: old });
+  for (let i = 0; i < 10; i++) first.set(blobChunkKey(a.did, cid, i), new Uint8Array(60_000));
+  assert.equal((await first.commit()).ok, true);
+  // The sweep read the old marker; the same blob is uploaded again before it deletes anything.
+  const stale = await kv.get(blobUploadKey(a.did, cid));
+  const again = await upload(a, 24, 1024 * 1024);
+  assert.equal(again.ref.$link, cid);
+  assert.equal(await kv.atomic().check(stale).commit().then((r) => r.ok), false);
+  assert.equal(await sweepInterruptedUploads(kv, { now: Date.now() + 60_000 }), 0);
+  const res = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
+  assert.equal(res.status, 200);
+  assert.deepEqual(new Uint8Array(await res.arrayBuffer()), bytes);
+  assert.equal((await Array.fromAsync(kv.list({ prefix: ["blob_upload"] }))).length, 0);
 });

@@ -2,7 +2,10 @@
  * Blobs (spec 4.1 rule 4, 8): uploads are read as a stream and refused as soon as they pass
  * 1 MiB; accepted bytes are stored in Deno KV in chunks under the 64 KiB value limit. The chunks
  * are written first and the metadata last, and readers go through the metadata, so a blob is
- * either complete or invisible (an interrupted upload leaves only unreachable chunks).
+ * either complete or invisible. A blob of up to ten chunks is one atomic operation; a larger one
+ * takes two, the first of which sets an upload marker (`blobUploadKey`) that the second deletes
+ * with the metadata, so the sweep (`blob_gc.ts`) finds the chunks of an upload interrupted in
+ * between.
  *
  * @module
  */
@@ -10,12 +13,14 @@
 import { cidForRaw, formatCid } from "../../shared/cid.ts";
 import { BLOB_TYPE } from "../../shared/nsid.ts";
 import { readStreamLimited } from "../../shared/bytes.ts";
-import { blobChunkKey, blobMetaKey } from "../store/keys.ts";
+import { blobChunkKey, blobMetaKey, blobUploadKey } from "../store/keys.ts";
 
 /** Largest accepted blob: 1 MiB. */
 export const MAX_BLOB_BYTES = 1024 * 1024;
 /** Bytes per stored chunk. */
 const CHUNK_BYTES = 60_000;
+/** Chunks of the largest blob. */
+export const MAX_BLOB_CHUNKS = Math.ceil(MAX_BLOB_BYTES / CHUNK_BYTES);
 /** Chunks per atomic operation (keeps each operation under Deno KV's ~800 KB). */
 const CHUNKS_PER_OP = 10;
 const DEFAULT_MIME = "application/octet-stream";
@@ -88,21 +93,22 @@ export async function putBlob(
     // Deleted meanwhile: stored anew below.
   }
   const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
+  const createdAt = new Date(opts.now).toISOString();
+  const meta: BlobMeta = { mimeType: opts.mimeType, size: bytes.length, chunks, createdAt };
   for (let first = 0; first < chunks; first += CHUNKS_PER_OP) {
     const op = kv.atomic();
-    for (let i = first; i < Math.min(chunks, first + CHUNKS_PER_OP); i++) {
+    const end = Math.min(chunks, first + CHUNKS_PER_OP);
+    for (let i = first; i < end; i++) {
       op.set(blobChunkKey(did, cid, i), bytes.slice(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES));
+    }
+    if (end < chunks && first === 0) op.set(blobUploadKey(did, cid), { createdAt });
+    if (end === chunks) {
+      op.set(blobMetaKey(did, cid), meta);
+      if (first > 0) op.delete(blobUploadKey(did, cid));
     }
     const res = await op.commit();
     if (!res.ok) throw new Error(`Storing blob ${cid} failed`);
   }
-  const meta: BlobMeta = {
-    mimeType: opts.mimeType,
-    size: bytes.length,
-    chunks,
-    createdAt: new Date(opts.now).toISOString(),
-  };
-  await kv.set(blobMetaKey(did, cid), meta);
   return ref;
 }
 

@@ -160,6 +160,20 @@ export function blobChunkPrefix(did: string, cid: string): Deno.KvKey {
   return ["blob_chunk", did, cid];
 }
 
+/**
+ * Marker of an upload whose chunks take more than one atomic operation (`{createdAt}`): set with
+ * the first chunks, deleted with the metadata, so the chunks of an upload interrupted in between
+ * can be found and swept.
+ */
+export function blobUploadKey(did: string, cid: string): Deno.KvKey {
+  return ["blob_upload", did, cid];
+}
+
+/** Prefix of every upload marker (the interrupted-upload sweep). */
+export function blobUploadPrefix(): Deno.KvKey {
+  return ["blob_upload"];
+}
+
 /** Prefix of the metadata of every blob of every account (the unreferenced-upload sweep). */
 export function blobMetaPrefix(): Deno.KvKey {
   return ["blob"];
