@@ -59,3 +59,56 @@ Deno.test("ConcurrencyGate frees the place of a task that throws", async () => {
     message: "Invalid gate: 0 running, 1 waiting",
   });
 });
+
+Deno.test("ConcurrencyGate drops a waiting task whose signal aborts; the next one takes the place", async () => {
+  const gate = new ConcurrencyGate({ running: 1, waiting: 2 });
+  const first = held();
+  const running = gate.run(() => first.promise);
+  const gone = new AbortController();
+  let abandonedRan = false;
+  const abandoned = gate.run(() => {
+    abandonedRan = true;
+    return Promise.resolve("abandoned");
+  }, gone.signal);
+  const kept = gate.run(() => Promise.resolve("kept"), new AbortController().signal);
+  await Promise.resolve();
+  assert.equal(gate.queued, 2);
+
+  gone.abort(new DOMException("The client went away", "AbortError"));
+  await assert.rejects(abandoned, { name: "AbortError", message: "The client went away" });
+  assert.equal(gate.queued, 1, "the aborted task left the queue at once");
+  // Its freed waiting place can be taken again.
+  const late = gate.run(() => Promise.resolve("late"));
+  assert.equal(gate.queued, 2);
+
+  first.release();
+  await running;
+  assert.equal(await kept, "kept");
+  assert.equal(await late, "late");
+  assert.equal(abandonedRan, false);
+  assert.equal(gate.active, 0);
+  assert.equal(gate.queued, 0);
+
+  // An already aborted signal never queues.
+  const aborted = AbortSignal.abort(new Error("already gone"));
+  await assert.rejects(gate.run(() => Promise.resolve(1), aborted), { message: "already gone" });
+  assert.equal(gate.active, 0);
+});
+
+Deno.test("ConcurrencyGate.acquire holds a place until released, once", async () => {
+  const gate = new ConcurrencyGate({ running: 1, waiting: 1 });
+  const release = await gate.acquire();
+  assert.equal(gate.active, 1);
+  let second: (() => void) | null = null;
+  const waiting = gate.acquire().then((r) => second = r);
+  await Promise.resolve();
+  assert.equal(gate.queued, 1);
+  await assert.rejects(gate.acquire(), { name: "GateFullError" });
+  release();
+  release(); // a second call must not free another place
+  await waiting;
+  assert.equal(gate.active, 1, "the place went to the waiter");
+  assert.equal(gate.queued, 0);
+  second!();
+  assert.equal(gate.active, 0);
+});

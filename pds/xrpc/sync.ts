@@ -61,9 +61,14 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     if (since !== undefined && !isValidTid(since)) {
       throw new XrpcError(400, "InvalidRequest", `Parameter since is not a TID: ${q(since)}`);
     }
+    // A request whose client went away leaves the queue (its export never runs).
+    const signal = c.req.raw.signal;
+    let release: () => void;
     try {
-      return car(await exports.run(() => domain(exportRepoCar(ctx.kv, did, since))));
+      release = await exports.acquire(signal);
     } catch (err) {
+      // 499, as nginx logs it: nobody reads this response.
+      if (signal.aborted && err === signal.reason) return new Response(null, { status: 499 });
       if (!(err instanceof GateFullError)) throw err;
       throw new XrpcError(
         429,
@@ -72,6 +77,15 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
         { "Retry-After": "1" },
       );
     }
+    let bytes: Uint8Array;
+    try {
+      bytes = await domain(exportRepoCar(ctx.kv, did, since));
+    } catch (err) {
+      release();
+      throw err;
+    }
+    // The CAR stays in memory until it is sent: the place is held until then.
+    return carBody(bytes, release);
   });
 
   app.get(`/xrpc/${NSID}.getBlocks`, async (c) => {
@@ -130,6 +144,56 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
   });
 
   return app;
+}
+
+/**
+ * Longest wait for a client to take the next piece of an export (ms): one that stops reading
+ * gives its place back then (the connection is closed), instead of holding it, and the CAR in
+ * memory, for as long as it keeps the connection open.
+ */
+export const EXPORT_SEND_IDLE_MS = 30_000;
+/** Piece of a CAR body handed to the server at a time. */
+const BODY_PIECE_BYTES = 64 * 1024;
+
+/**
+ * A CAR response whose body is handed over piece by piece as the client reads it; `done` is
+ * called once, when the last piece was taken, when the client went away, or when it took no
+ * piece for `idleMs` (the body then fails and the server closes the connection).
+ */
+export function carBody(
+  bytes: Uint8Array,
+  done: () => void,
+  idleMs = EXPORT_SEND_IDLE_MS,
+): Response {
+  let offset = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const finish = () => {
+    clearTimeout(timer);
+    done();
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setTimeout(() => {
+        controller.error(new Error(`The client read nothing for ${idleMs} ms`));
+        finish();
+      }, idleMs);
+    },
+    pull(controller) {
+      const end = Math.min(offset + BODY_PIECE_BYTES, bytes.length);
+      controller.enqueue(bytes.slice(offset, end));
+      offset = end;
+      if (offset < bytes.length) {
+        timer?.refresh();
+        return;
+      }
+      controller.close();
+      finish();
+    },
+    cancel: finish,
+  }, { highWaterMark: 0 });
+  return new Response(body, {
+    headers: { "Content-Type": CAR_TYPE, "Content-Length": String(bytes.length) },
+  });
 }
 
 function car(bytes: Uint8Array): Response {

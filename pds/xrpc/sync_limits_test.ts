@@ -5,7 +5,8 @@ import { readCar } from "../../shared/car.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
-import { exportGateFor, EXPORTS_RUNNING, EXPORTS_WAITING } from "./sync.ts";
+import { carBody, exportGateFor, EXPORTS_RUNNING, EXPORTS_WAITING } from "./sync.ts";
+import { repoServiceFor } from "../repo/service.ts";
 
 Deno.test("getRepo beyond the running and waiting exports is 429 RateLimitExceeded; queued ones finish", async () => {
   await using server = await startTestServer();
@@ -66,4 +67,116 @@ Deno.test("getRepo beyond the running and waiting exports is 429 RateLimitExceed
   const again = await getRepo();
   assert.equal(again.status, 200);
   await again.body?.cancel();
+});
+
+Deno.test("a queued getRepo whose client goes away leaves the queue and frees its place", async () => {
+  await using server = await startTestServer();
+  const alice = await signUp(server.url, "alice.test");
+  const url = `${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`;
+  const gate = exportGateFor(server.ctx);
+  let release!: () => void;
+  const hold = new Promise<void>((r) => release = r);
+  const holders = Array.from(
+    { length: EXPORTS_RUNNING + EXPORTS_WAITING - 1 },
+    () => gate.run(() => hold),
+  );
+
+  try {
+    const client = new AbortController();
+    const leaving = fetch(url, { signal: client.signal }).catch((err: Error) => err);
+    await waitFor(() => gate.queued === EXPORTS_WAITING, { message: "getRepo never queued" });
+    client.abort();
+    assert.equal((await leaving as Error).name, "AbortError");
+    await waitFor(() => gate.queued === EXPORTS_WAITING - 1, {
+      message: "the abandoned export stayed queued",
+    });
+  } catch (err) {
+    release(); // let the server shut down
+    throw err;
+  }
+
+  // The freed place takes the next request, which is served once the holders finish.
+  const next = fetch(url);
+  await waitFor(() => gate.queued === EXPORTS_WAITING, { message: "the next never queued" });
+  release();
+  await Promise.all(holders);
+  const res = await next;
+  assert.equal(res.status, 200);
+  assert.equal(readCar(new Uint8Array(await res.arrayBuffer())).roots.length, 1);
+  assert.equal(gate.active, 0);
+  assert.equal(gate.queued, 0);
+});
+
+Deno.test("an export holds its place until its client has taken the whole CAR or gone away", async () => {
+  await using server = await startTestServer();
+  const alice = await signUp(server.url, "alice.test");
+  // About 6.8 MB of distinct posts (150 graphemes of 49 bytes each): more than loopback socket
+  // buffers take from a client that reads nothing.
+  const text = ("a" + "\u0301".repeat(24)).repeat(150);
+  const repos = repoServiceFor(server.ctx);
+  for (let i = 0; i < 30; i++) {
+    await repos.applyWrites(
+      alice.did,
+      Array.from({ length: 30 }, (_, j) => ({
+        action: "create" as const,
+        collection: COLLECTION_POST,
+        record: { text: `${i}.${j} ${text}`, createdAt: new Date().toISOString() },
+      })),
+    );
+  }
+  const gate = exportGateFor(server.ctx);
+  const port = Number(new URL(server.url).port);
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  await conn.write(
+    new TextEncoder().encode(
+      `GET /xrpc/com.atproto.sync.getRepo?did=${alice.did} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    ),
+  );
+  try {
+    await waitFor(() => gate.active === 1, { message: "the export never started" });
+    // The client reads nothing: the export keeps its place (and its CAR) while it is unsent.
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(gate.active, 1);
+  } finally {
+    conn.close();
+  }
+  await waitFor(() => gate.active === 0, { message: "the place was kept after the client left" });
+
+  // A client that reads the whole body frees the place as well.
+  const res = await fetch(`${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`);
+  assert.equal(res.status, 200);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  assert.equal(Number(res.headers.get("content-length")), bytes.length);
+  assert.ok(bytes.length > 6_500_000, `CAR of ${bytes.length} bytes`);
+  assert.ok(readCar(bytes).blocks.size > 900, "every post is in the CAR");
+  await waitFor(() => gate.active === 0, { message: "the place was kept after the body was sent" });
+});
+
+Deno.test("carBody gives its place back when the client stops reading for the idle limit", async () => {
+  let released = 0;
+  const bytes = new Uint8Array(200 * 1024).map((_, i) => i & 0xff);
+  const res = carBody(bytes, () => released++, 100);
+  assert.equal(res.headers.get("content-length"), String(bytes.length));
+  const reader = res.body!.getReader();
+  const first = await reader.read();
+  assert.equal(first.value!.length, 64 * 1024);
+  assert.deepEqual(first.value!.subarray(0, 3), new Uint8Array([0, 1, 2]));
+  await new Promise((r) => setTimeout(r, 250));
+  assert.equal(released, 1);
+  // What was queued before the limit may still be read; then the body fails.
+  await assert.rejects(
+    (async () => {
+      for (;;) if ((await reader.read()).done) break;
+    })(),
+    { message: "The client read nothing for 100 ms" },
+  );
+  assert.equal(released, 1);
+
+  // Read to the end: released once, when the last piece is taken.
+  let done = 0;
+  const whole = new Uint8Array(await carBody(bytes, () => done++, 100).arrayBuffer());
+  assert.deepEqual(whole, bytes);
+  assert.equal(done, 1);
+  await new Promise((r) => setTimeout(r, 150));
+  assert.equal(done, 1, "no timer fires after the end");
 });
