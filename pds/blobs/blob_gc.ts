@@ -29,6 +29,7 @@ import {
   blobRefIndexKey,
   blobRefKey,
   blobRefPrefix,
+  blobUploadKey,
   blobUploadPrefix,
   kvKeyBytes,
   repoRecordAllPrefix,
@@ -59,7 +60,7 @@ export async function blobRefIndexBuilt(kv: Deno.Kv): Promise<boolean> {
 
 /**
  * Deletes blob `cid` of `did` when no record references it (and, with `storedBefore`, only when
- * it was stored before that time). True when it was deleted.
+ * it was stored before that time) and no upload of it is half stored. True when it was deleted.
  */
 export async function deleteBlobIfUnreferenced(
   kv: Deno.Kv,
@@ -73,7 +74,10 @@ export async function deleteBlobIfUnreferenced(
     return false;
   }
   for await (const _ of kv.list({ prefix: blobRefPrefix(did, cid) }, { limit: 1 })) return false;
-  const op = kv.atomic().check(meta).delete(meta.key);
+  // No upload of the same bytes may be half stored: its first operation has written chunks
+  // this deletion would take, and its second would then publish a blob missing them.
+  const op = kv.atomic().check(meta).check({ key: blobUploadKey(did, cid), versionstamp: null })
+    .delete(meta.key);
   for (let i = 0; i < meta.value.chunks; i++) op.delete(blobChunkKey(did, cid, i));
   return (await op.commit()).ok;
 }

@@ -18,6 +18,7 @@ import {
 import {
   blobRefIndexBuilt,
   buildBlobRefIndex,
+  deleteBlobIfUnreferenced,
   sweepInterruptedUploads,
   sweepUnreferencedBlobs,
   UPLOAD_GRACE_MS,
@@ -333,4 +334,42 @@ Deno.test("an upload started again after an interruption is neither swept nor le
   assert.equal(res.status, 200);
   assert.deepEqual(new Uint8Array(await res.arrayBuffer()), bytes);
   assert.equal((await Array.fromAsync(kv.list({ prefix: ["blob_upload"] }))).length, 0);
+});
+
+Deno.test("a deletion racing a second upload of the same large blob leaves it whole", async () => {
+  // Uploads U and W of one 1 MiB blob: W refreshed the stored metadata, so U's refresh failed
+  // and U stores the blob again, in two operations. A deletion that read W's metadata commits
+  // between U's two operations: it must not take the chunks U's first operation wrote.
+  const a = await setUp();
+  await using _ = a.t;
+  const kv = a.t.ctx.kv;
+  const bytes = new Uint8Array(1024 * 1024).map((_, i) => (i * 7) & 0xff);
+  const res = await a.t.app.request("/xrpc/com.atproto.repo.uploadBlob", {
+    method: "POST",
+    headers: { ...a.auth, "content-type": "image/png" },
+    body: bytes,
+  });
+  assert.equal(res.status, 200);
+  const cid = (await res.json()).blob.ref.$link as string;
+  // U's first operation: the marker and the first ten chunks (the same bytes again).
+  const first = kv.atomic().set(blobUploadKey(a.did, cid), { createdAt: new Date().toISOString() });
+  for (let i = 0; i < 10; i++) {
+    first.set(blobChunkKey(a.did, cid, i), bytes.slice(i * 60_000, (i + 1) * 60_000));
+  }
+  assert.equal((await first.commit()).ok, true);
+
+  assert.equal(await deleteBlobIfUnreferenced(kv, a.did, cid), false);
+
+  // The blob stays whole, as U's second operation will publish it.
+  const get = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
+  assert.equal(get.status, 200);
+  assert.deepEqual(new Uint8Array(await get.arrayBuffer()), bytes);
+  assert.equal(
+    (await Array.fromAsync(kv.list({ prefix: blobChunkPrefix(a.did, cid) }))).length,
+    18,
+  );
+  // Once no upload is under way, the unreferenced blob is deleted as before.
+  await kv.delete(blobUploadKey(a.did, cid));
+  assert.equal(await deleteBlobIfUnreferenced(kv, a.did, cid), true);
+  assert.equal((await Array.fromAsync(kv.list({ prefix: blobChunkPrefix(a.did, cid) }))).length, 0);
 });
