@@ -21,39 +21,60 @@ async function storedUploads(kv: Deno.Kv) {
   return [...out.values()];
 }
 
+/** Kills the host at a random moment; a round that hit no upload between its two operations
+ * leaves no orphan, so the test kills again (same data) until one did. */
+const MAX_ROUNDS = 6;
+
 Deno.test("after SIGKILL during 1 MiB uploads, no partial blob is visible and the sweep finds every orphaned chunk", async () => {
   await using dir = await makeTempDir("pds-upload-crash-");
-  const pds = await spawnPds({ DATA_DIR: dir.path, PDS_JWT_SECRET: TEST_JWT_SECRET });
-  const uploaders = await Promise.all(
-    [0, 1, 2, 3].map((i) => signUp(pds.url, `uploader${i}.test`)),
-  );
-  let stop = false;
-  let stored = 0;
-  const loops = uploaders.map(async (u, ui) => {
-    for (let n = 0; !stop; n++) {
-      const bytes = new Uint8Array(1024 * 1024).fill(n & 0xff);
-      bytes[0] = ui;
-      bytes[1] = n >> 8;
-      try {
-        const res = await fetch(`${pds.url}/xrpc/com.atproto.repo.uploadBlob`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${u.accessJwt}`, "content-type": "image/png" },
-          body: bytes,
-        });
-        await res.body?.cancel();
-        if (res.status === 200) stored++;
-      } catch {
-        return; // The process is gone.
-      }
+  const env = { DATA_DIR: dir.path, PDS_JWT_SECRET: TEST_JWT_SECRET };
+  let uploaders: { accessJwt: string }[] = [];
+  let rounds = 0;
+  let orphaned = 0;
+  let seed = 0;
+  while (orphaned === 0 && rounds < MAX_ROUNDS) {
+    rounds++;
+    const pds = await spawnPds(env);
+    if (uploaders.length === 0) {
+      uploaders = await Promise.all([0, 1, 2, 3].map((i) => signUp(pds.url, `uploader${i}.test`)));
     }
-  });
-  const deadline = Date.now() + 10_000;
-  while (stored < 40 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  const status = await pds.kill("SIGKILL");
-  stop = true;
-  await Promise.all(loops);
-  assert.equal(status.signal, "SIGKILL");
-  assert.ok(stored >= 40, `only ${stored} uploads were stored before the deadline`);
+    let stop = false;
+    let stored = 0;
+    const loops = uploaders.map(async (u, ui) => {
+      while (!stop) {
+        const n = seed++;
+        const bytes = new Uint8Array(1024 * 1024).fill(n & 0xff);
+        bytes[0] = ui;
+        bytes[1] = n >> 8;
+        bytes[2] = n & 0xff;
+        try {
+          const res = await fetch(`${pds.url}/xrpc/com.atproto.repo.uploadBlob`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${u.accessJwt}`, "content-type": "image/png" },
+            body: bytes,
+          });
+          await res.body?.cancel();
+          if (res.status === 200) stored++;
+        } catch {
+          return; // The process is gone.
+        }
+      }
+    });
+    const deadline = Date.now() + 10_000;
+    while (stored < 40 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const status = await pds.kill("SIGKILL");
+    stop = true;
+    await Promise.all(loops);
+    assert.equal(status.signal, "SIGKILL");
+    assert.ok(stored >= 40, `only ${stored} uploads were stored before the deadline`);
+    const kv = await Deno.openKv(`${dir.path}/pds.kv`);
+    try {
+      orphaned = (await storedUploads(kv)).filter((u) => !u.meta).length;
+    } finally {
+      kv.close();
+    }
+  }
+  assert.ok(orphaned > 0, `no kill in ${rounds} rounds fell between an upload's two operations`);
 
   const kv = await Deno.openKv(`${dir.path}/pds.kv`);
   try {
@@ -68,6 +89,7 @@ Deno.test("after SIGKILL during 1 MiB uploads, no partial blob is visible and th
       }
     }
     const orphans = uploads.filter((u) => !u.meta).length;
+    assert.equal(orphans, orphaned);
     const later = Date.now() + UPLOAD_GRACE_MS + 60_000;
     assert.equal(await sweepInterruptedUploads(kv, { now: later }), orphans);
     const after = await storedUploads(kv);
