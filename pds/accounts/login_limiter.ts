@@ -23,7 +23,7 @@ export interface LoginLimiterOptions {
   windowMs?: number;
   /**
    * Tracked pairs (and identifiers) before expired entries are swept (default 10,000); when all
-   * are live, the tenth with the fewest failures is forgotten.
+   * are live, the tenth with the fewest failures (the newest among equals) is forgotten.
    */
   maxEntries?: number;
 }
@@ -111,10 +111,12 @@ export class LoginLimiter {
     }
     if (map.size < this.#maxEntries) return;
     // Still full of live entries: forget a tenth of them, those with the fewest failures first
-    // (the oldest first among equals). Forgetting the oldest would let a client that sprays
-    // failures at many identifiers wipe the count that locks the account it is guessing at.
+    // (the newest first among equals). Forgetting the oldest would let a client that sprays
+    // failures at many identifiers wipe the count that locks the account it is guessing at; and
+    // among equal counts, the entries a spray is creating are the newest, so bringing them level
+    // with the count of the account being guessed at does not wipe it either.
     const entries = [...map];
-    entries.sort(([, a], [, b]) => a.count - b.count || a.resetAt - b.resetAt);
+    entries.sort(([, a], [, b]) => a.count - b.count || b.resetAt - a.resetAt);
     const forget = map.size - Math.floor(this.#maxEntries * 0.9);
     for (let i = 0; i < forget; i++) map.delete(entries[i][0]);
   }

@@ -104,16 +104,38 @@ Deno.test("LoginLimiter full of live entries forgets the fewest failures first, 
     retryAfter: 60,
     scope: "identifier",
   });
-  // The newest one-failure entries are kept; the oldest of them were forgotten.
-  limiter.recordFailure("attacker", "spray199.test", 500);
-  limiter.recordFailure("attacker", "spray199.test", 501);
-  assert.deepEqual(limiter.check("attacker", "spray199.test", 502), {
+  // Among the one-failure entries the oldest are kept and the newest were forgotten.
+  limiter.recordFailure("attacker", "spray0.test", 500);
+  limiter.recordFailure("attacker", "spray0.test", 501);
+  assert.deepEqual(limiter.check("attacker", "spray0.test", 502), {
     retryAfter: 60,
     scope: "address",
   });
-  limiter.recordFailure("attacker", "spray0.test", 600);
-  limiter.recordFailure("attacker", "spray0.test", 601);
-  assert.equal(limiter.check("attacker", "spray0.test", 602), null);
+  limiter.recordFailure("attacker", "spray198.test", 600);
+  limiter.recordFailure("attacker", "spray198.test", 601);
+  assert.equal(limiter.check("attacker", "spray198.test", 602), null);
+});
+
+Deno.test("LoginLimiter: a spray brought level with a guessed account's count does not wipe it", () => {
+  const limiter = new LoginLimiter({
+    maxFailures: 100,
+    maxFailuresPerIdentifier: 4,
+    windowMs: 60_000,
+    maxEntries: 20,
+  });
+  // Three failures at the victim (one short of its lock) from many addresses.
+  for (let i = 0; i < 3; i++) limiter.recordFailure(`addr${i}`, "victim.test", i);
+  // Then three failures at each of many other identifiers: every live entry has three.
+  for (let i = 0; i < 100; i++) {
+    for (let k = 0; k < 3; k++) limiter.recordFailure("attacker", `spray${i}.test`, 10 + i);
+  }
+  // The victim's count survived: one more failure locks it.
+  assert.equal(limiter.check("addr9", "victim.test", 200), null);
+  limiter.recordFailure("addr9", "victim.test", 200);
+  assert.deepEqual(limiter.check("addr10", "victim.test", 201), {
+    retryAfter: 60,
+    scope: "identifier",
+  });
 });
 
 Deno.test("behind a trusted proxy (PDS_TRUST_PROXY) failures count per forwarded client address; otherwise the header is ignored", async () => {
