@@ -163,13 +163,14 @@ Deno.test("carBody gives its place back when the client stops reading for the id
   assert.deepEqual(first.value!.subarray(0, 3), new Uint8Array([0, 1, 2]));
   await new Promise((r) => setTimeout(r, 250));
   assert.equal(released, 1);
-  // What was queued before the limit may still be read; then the body fails.
-  await assert.rejects(
-    (async () => {
-      for (;;) if ((await reader.read()).done) break;
-    })(),
-    { message: "The client read nothing for 100 ms" },
-  );
+  // The body then ends short of its Content-Length (the server drops such a connection).
+  let rest = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    rest += value.length;
+  }
+  assert.equal(rest, 0);
   assert.equal(released, 1);
 
   // Read to the end: released once, when the last piece is taken.
