@@ -84,7 +84,15 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
       release();
       throw err;
     }
-    // The CAR stays in memory until it is sent: the place is held until then.
+    if (signal.aborted) {
+      release();
+      return new Response(null, { status: 499 });
+    }
+    // The CAR stays in memory until it is sent: the place is held until then, or until the
+    // server is done with the response (sent, the client gone, or a HEAD request's bodiless
+    // answer), whichever comes first.
+    const served = (c.env as Partial<Deno.ServeHandlerInfo> | undefined)?.completed;
+    served?.then(release, release);
     return carBody(bytes, release);
   });
 
@@ -147,45 +155,59 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
 }
 
 /**
- * Longest wait for a client to take the next piece of an export (ms): one that stops reading
- * gives its place back then (the connection is closed), instead of holding it, and the CAR in
- * memory, for as long as it keeps the connection open.
+ * Longest wait for a client to take the next piece of an export (ms), and the slowest average
+ * rate it may read at beyond that (bytes/s): a client that stops reading, or reads a trickle,
+ * gives its place back (the connection is closed) instead of holding it, and the CAR in memory,
+ * for as long as it likes. A 10 MB export may take 30 s + 10 MB / 64 KiB/s, about 3 minutes.
  */
 export const EXPORT_SEND_IDLE_MS = 30_000;
+export const EXPORT_SEND_MIN_RATE = 64 * 1024;
 /** Piece of a CAR body handed to the server at a time. */
 const BODY_PIECE_BYTES = 64 * 1024;
 
 /**
  * A CAR response whose body is handed over piece by piece as the client reads it; `done` is
- * called once, when the last piece was taken, when the client went away, or when it took no
- * piece for `idleMs` (the body then ends early and the server closes the connection).
+ * called once: when the last piece was taken, when the client went away, when it took no piece
+ * for `limits.idleMs`, or when the whole took longer than `idleMs` plus the size at
+ * `limits.minRate` (in both last cases the body ends early and the server closes the
+ * connection).
  */
 export function carBody(
   bytes: Uint8Array,
   done: () => void,
-  idleMs = EXPORT_SEND_IDLE_MS,
+  limits: { idleMs?: number; minRate?: number } = {},
 ): Response {
+  const idleMs = limits.idleMs ?? EXPORT_SEND_IDLE_MS;
+  const minRate = limits.minRate ?? EXPORT_SEND_MIN_RATE;
   let offset = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  let deadline: ReturnType<typeof setTimeout> | undefined;
+  let finished = false;
   const finish = () => {
-    clearTimeout(timer);
+    if (finished) return;
+    finished = true;
+    clearTimeout(idle);
+    clearTimeout(deadline);
     done();
   };
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      timer = setTimeout(() => {
-        // Ended short of its Content-Length, the body makes the server drop the connection.
-        // (Failing the stream instead would print its error to stderr, outside the JSON log.)
+      // Ended short of its Content-Length, the body makes the server drop the connection.
+      // (Failing the stream instead would print its error to stderr, outside the JSON log.)
+      const cut = () => {
+        if (finished) return;
         controller.close();
         finish();
-      }, idleMs);
+      };
+      idle = setTimeout(cut, idleMs);
+      deadline = setTimeout(cut, idleMs + Math.ceil((bytes.length / minRate) * 1000));
     },
     pull(controller) {
       const end = Math.min(offset + BODY_PIECE_BYTES, bytes.length);
       controller.enqueue(bytes.slice(offset, end));
       offset = end;
       if (offset < bytes.length) {
-        timer?.refresh();
+        idle?.refresh();
         return;
       }
       controller.close();

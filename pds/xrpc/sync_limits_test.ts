@@ -155,7 +155,7 @@ Deno.test("an export holds its place until its client has taken the whole CAR or
 Deno.test("carBody gives its place back when the client stops reading for the idle limit", async () => {
   let released = 0;
   const bytes = new Uint8Array(200 * 1024).map((_, i) => i & 0xff);
-  const res = carBody(bytes, () => released++, 100);
+  const res = carBody(bytes, () => released++, { idleMs: 100 });
   assert.equal(res.headers.get("content-length"), String(bytes.length));
   const reader = res.body!.getReader();
   const first = await reader.read();
@@ -164,20 +164,60 @@ Deno.test("carBody gives its place back when the client stops reading for the id
   await new Promise((r) => setTimeout(r, 250));
   assert.equal(released, 1);
   // The body then ends short of its Content-Length (the server drops such a connection).
-  let rest = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    rest += value.length;
-  }
-  assert.equal(rest, 0);
+  assert.deepEqual(await reader.read(), { done: true, value: undefined });
   assert.equal(released, 1);
 
   // Read to the end: released once, when the last piece is taken.
   let done = 0;
-  const whole = new Uint8Array(await carBody(bytes, () => done++, 100).arrayBuffer());
+  const whole = new Uint8Array(await carBody(bytes, () => done++, { idleMs: 100 }).arrayBuffer());
   assert.deepEqual(whole, bytes);
   assert.equal(done, 1);
   await new Promise((r) => setTimeout(r, 150));
   assert.equal(done, 1, "no timer fires after the end");
+});
+
+/** Reads `res` one piece every `everyMs`; the bytes read. */
+async function readSlowly(res: Response, everyMs: number): Promise<number> {
+  const reader = res.body!.getReader();
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return n;
+    n += value.length;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+Deno.test("carBody: a steady reader may take longer than the idle limit, a trickle no longer than its deadline", async () => {
+  const bytes = new Uint8Array(320 * 1024); // five pieces
+  // A piece every 60 ms, 300 ms in all, with a 100 ms idle limit: each read restarts it.
+  let steady = 0;
+  assert.equal(
+    await readSlowly(carBody(bytes, () => steady++, { idleMs: 100 }), 60),
+    bytes.length,
+  );
+  assert.equal(steady, 1);
+  // The same reader against a deadline of 100 ms + 320 KiB at 4 MiB/s = 178 ms: cut after
+  // three or four pieces.
+  let trickle = 0;
+  const read = await readSlowly(
+    carBody(bytes, () => trickle++, { idleMs: 100, minRate: 4 * 1024 * 1024 }),
+    60,
+  );
+  assert.ok(read >= 2 * 64 * 1024 && read < bytes.length, `${read} bytes read`);
+  assert.equal(trickle, 1);
+});
+
+Deno.test("a HEAD getRepo gives its export place back once answered", async () => {
+  await using server = await startTestServer();
+  const alice = await signUp(server.url, "alice.test");
+  const gate = exportGateFor(server.ctx);
+  const res = await fetch(`${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`, {
+    method: "HEAD",
+  });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("content-type"), "application/vnd.ipld.car");
+  // Nobody reads the body of a HEAD answer: without the server's word that the response is
+  // done, the place would stay taken for the 30 s idle limit.
+  await waitFor(() => gate.active === 0, { message: "the HEAD request kept its place" });
 });
