@@ -23,6 +23,7 @@ import {
   sweepUnreferencedBlobs,
   UPLOAD_GRACE_MS,
 } from "./blob_gc.ts";
+import { putBlob } from "./blob_store.ts";
 
 const NOW = "2024-05-01T12:00:00.000Z";
 /** A blob of three chunks (chunks are 60,000 bytes). */
@@ -372,4 +373,34 @@ Deno.test("a deletion racing a second upload of the same large blob leaves it wh
   await kv.delete(blobUploadKey(a.did, cid));
   assert.equal(await deleteBlobIfUnreferenced(kv, a.did, cid), true);
   assert.equal((await Array.fromAsync(kv.list({ prefix: blobChunkPrefix(a.did, cid) }))).length, 0);
+});
+
+Deno.test("an upload whose first chunks another upload and a deletion replaced meanwhile stores the blob again, whole", async () => {
+  // Uploads U and V of one 1 MiB blob share its upload marker. V runs whole between U's two
+  // operations, then a deletion (no record references the blob, no marker is left) removes it.
+  // U's second operation must not publish metadata over the chunks the deletion took.
+  const a = await setUp();
+  await using _ = a.t;
+  const kv = a.t.ctx.kv;
+  const bytes = new Uint8Array(1024 * 1024).map((_, i) => (i * 13) & 0xff);
+  let deleted: boolean | null = null;
+  const ref = await putBlob(kv, a.did, bytes, {
+    mimeType: "image/png",
+    now: Date.now(),
+    betweenOps: async () => {
+      if (deleted !== null) return;
+      await putBlob(kv, a.did, bytes, { mimeType: "image/png", now: Date.now() });
+      deleted = await deleteBlobIfUnreferenced(kv, a.did, cidForRaw(bytes).toString());
+    },
+  });
+  assert.equal(deleted, true);
+  const cid = ref.ref.$link;
+  const get = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
+  assert.equal(get.status, 200);
+  assert.deepEqual(new Uint8Array(await get.arrayBuffer()), bytes);
+  assert.equal(
+    (await Array.fromAsync(kv.list({ prefix: blobChunkPrefix(a.did, cid) }))).length,
+    18,
+  );
+  assert.equal((await kv.get(blobUploadKey(a.did, cid))).value, null);
 });

@@ -68,12 +68,19 @@ export function normalizeMimeType(contentType: string | null | undefined): strin
   return MIME_RE.test(base) ? base : DEFAULT_MIME;
 }
 
-/** Stores a blob of `did` (idempotent for equal bytes) and returns its reference. */
+/** Attempts at storing a blob while other uploads or deletions of it change its keys. */
+const MAX_STORE_ATTEMPTS = 5;
+
+/**
+ * Stores a blob of `did` (idempotent for equal bytes) and returns its reference.
+ *
+ * `betweenOps` (tests) runs between the two operations of a blob of more than ten chunks.
+ */
 export async function putBlob(
   kv: Deno.Kv,
   did: string,
   bytes: Uint8Array,
-  opts: { mimeType: string; now: number },
+  opts: { mimeType: string; now: number; betweenOps?: () => Promise<void> },
 ): Promise<BlobRefJson> {
   const cid = formatCid(cidForRaw(bytes));
   const ref: BlobRefJson = {
@@ -82,22 +89,49 @@ export async function putBlob(
     mimeType: opts.mimeType,
     size: bytes.length,
   };
-  const existing = await kv.get<BlobMeta>(blobMetaKey(did, cid));
-  if (existing.value !== null) {
-    // Uploaded again: a fresh upload time, so the sweep (`blob_gc.ts`) does not take it before
-    // the record it is for, and a new versionstamp, so a deletion racing this upload fails.
-    const createdAt = new Date(opts.now).toISOString();
-    const touched = await kv.atomic().check(existing)
-      .set(existing.key, { ...existing.value, createdAt }).commit();
-    if (touched.ok) return { ...ref, mimeType: existing.value.mimeType };
-    // Deleted meanwhile: stored anew below.
-  }
-  const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
   const createdAt = new Date(opts.now).toISOString();
-  const meta: BlobMeta = { mimeType: opts.mimeType, size: bytes.length, chunks, createdAt };
+  for (let attempt = 0; attempt < MAX_STORE_ATTEMPTS; attempt++) {
+    const existing = await kv.get<BlobMeta>(blobMetaKey(did, cid));
+    if (existing.value !== null) {
+      // Uploaded again: a fresh upload time, so the sweep (`blob_gc.ts`) does not take it
+      // before the record it is for, and a new versionstamp, so a deletion racing this upload
+      // fails. When another upload or a deletion changed it meanwhile, look again.
+      const touched = await kv.atomic().check(existing)
+        .set(existing.key, { ...existing.value, createdAt }).commit();
+      if (touched.ok) return { ...ref, mimeType: existing.value.mimeType };
+      continue;
+    }
+    if (await storeChunks(kv, did, cid, bytes, opts.mimeType, createdAt, opts.betweenOps)) {
+      return ref;
+    }
+  }
+  throw new Error(`Storing blob ${cid} failed: other uploads or deletions of it kept interfering`);
+}
+
+/**
+ * Writes the chunks and then the metadata of a blob; false when, between two operations,
+ * another upload of the same bytes or a deletion changed the chunks the first one wrote (the
+ * marker key is shared by every upload of the blob, so it cannot tell them apart: the first
+ * chunk's versionstamp can). Publishing the metadata then could expose a blob missing chunks.
+ */
+async function storeChunks(
+  kv: Deno.Kv,
+  did: string,
+  cid: string,
+  bytes: Uint8Array,
+  mimeType: string,
+  createdAt: string,
+  betweenOps?: () => Promise<void>,
+): Promise<boolean> {
+  const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
+  const meta: BlobMeta = { mimeType, size: bytes.length, chunks, createdAt };
+  let firstVersion: string | null = null;
   for (let first = 0; first < chunks; first += CHUNKS_PER_OP) {
     const op = kv.atomic();
     const end = Math.min(chunks, first + CHUNKS_PER_OP);
+    if (firstVersion !== null) {
+      op.check({ key: blobChunkKey(did, cid, 0), versionstamp: firstVersion });
+    }
     for (let i = first; i < end; i++) {
       op.set(blobChunkKey(did, cid, i), bytes.slice(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES));
     }
@@ -107,9 +141,13 @@ export async function putBlob(
       if (first > 0) op.delete(blobUploadKey(did, cid));
     }
     const res = await op.commit();
-    if (!res.ok) throw new Error(`Storing blob ${cid} failed`);
+    if (!res.ok) return false;
+    if (first === 0) {
+      firstVersion = res.versionstamp;
+      if (end < chunks) await betweenOps?.();
+    }
   }
-  return ref;
+  return true;
 }
 
 /** Reads a complete blob, or null when there is none. */
