@@ -112,9 +112,10 @@ export class LoginLimiter {
     if (map.size < this.#maxEntries) return;
     // Still full of live entries: forget a tenth of them, those with the fewest failures first
     // (the newest first among equals). Forgetting the oldest would let a client that sprays
-    // failures at many identifiers wipe the count that locks the account it is guessing at; and
-    // among equal counts, the entries a spray is creating are the newest, so bringing them level
-    // with the count of the account being guessed at does not wipe it either.
+    // failures at many identifiers wipe the count that locks the account it is guessing at.
+    // The order only decides which of equal counts go; what bounds the attack is its cost: to
+    // push out an account's count a spray needs thousands of identifiers at that count, each
+    // failure paying a password hash, within the window.
     const entries = [...map];
     entries.sort(([, a], [, b]) => a.count - b.count || b.resetAt - a.resetAt);
     const forget = map.size - Math.floor(this.#maxEntries * 0.9);
