@@ -1,6 +1,8 @@
 /**
  * A background job run at start and then every interval, one run at a time, its failures
- * logged rather than thrown (the event retention and the blob sweep).
+ * logged rather than thrown (the event retention and the blob sweep). Closing stops a run in
+ * progress at its next safe point (the run watches the signal it is given), so shutdown does not
+ * wait for a sweep over the whole store.
  *
  * @module
  */
@@ -9,7 +11,8 @@ import type { Logger } from "../shared/log.ts";
 
 /** Runs `run` now and every `intervalMs` until closed. */
 export class PeriodicTask {
-  readonly #run: () => Promise<void>;
+  readonly #run: (signal: AbortSignal) => Promise<void>;
+  readonly #stop = new AbortController();
   readonly #intervalMs: number;
   readonly #log: Logger;
   readonly #failure: string;
@@ -18,7 +21,12 @@ export class PeriodicTask {
 
   /** `failure` is the warning logged (with the error) when a run throws. */
   constructor(
-    opts: { run: () => Promise<void>; intervalMs: number; log: Logger; failure: string },
+    opts: {
+      run: (signal: AbortSignal) => Promise<void>;
+      intervalMs: number;
+      log: Logger;
+      failure: string;
+    },
   ) {
     this.#run = opts.run;
     this.#intervalMs = opts.intervalMs;
@@ -37,7 +45,7 @@ export class PeriodicTask {
   runOnce(): Promise<void> {
     this.#running ??= (async () => {
       try {
-        await this.#run();
+        await this.#run(this.#stop.signal);
       } catch (err) {
         this.#log.warn(this.#failure, { error: err });
       } finally {
@@ -47,10 +55,11 @@ export class PeriodicTask {
     return this.#running;
   }
 
-  /** Stops the timer and waits for a run in progress. */
+  /** Stops the timer, tells a run in progress to stop and waits for it. */
   async close(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
+    this.#stop.abort();
     await this.#running;
   }
 }

@@ -88,7 +88,11 @@ export async function deleteBlobIfUnreferenced(
  * versionstamps, so a record changed or deleted meanwhile is read again rather than indexed as
  * still referencing its blobs. Returns the records read.
  */
-export async function buildBlobRefIndex(kv: Deno.Kv, now: number): Promise<number> {
+export async function buildBlobRefIndex(
+  kv: Deno.Kv,
+  now: number,
+  signal?: AbortSignal,
+): Promise<number> {
   if (await blobRefIndexBuilt(kv)) return 0;
   let read = 0;
   let batch: RecordRefs[] = [];
@@ -100,6 +104,8 @@ export async function buildBlobRefIndex(kv: Deno.Kv, now: number): Promise<numbe
     mutations = keyBytes = 0;
   };
   for await (const entry of kv.list<{ bytes: Uint8Array }>({ prefix: repoRecordAllPrefix() })) {
+    // Stopped: not marked built, so the next run indexes again (indexing twice is harmless).
+    if (signal?.aborted) return read;
     read++;
     const refs = recordRefs(entry);
     if (refs.keys.length === 0) continue;
@@ -196,12 +202,13 @@ function blobsOf(bytes: Uint8Array): string[] {
 /** Deletes every upload stored before `now - graceMs` that no record references. */
 export async function sweepUnreferencedBlobs(
   kv: Deno.Kv,
-  opts: { now: number; graceMs?: number },
+  opts: { now: number; graceMs?: number; signal?: AbortSignal },
 ): Promise<number> {
   if (!await blobRefIndexBuilt(kv)) return 0;
   const storedBefore = opts.now - (opts.graceMs ?? UPLOAD_GRACE_MS);
   let deleted = 0;
   for await (const entry of kv.list<BlobMeta>({ prefix: blobMetaPrefix() })) {
+    if (opts.signal?.aborted) break;
     if (!(Date.parse(entry.value.createdAt) < storedBefore)) continue;
     const [, did, cid] = entry.key as string[];
     if (await deleteBlobIfUnreferenced(kv, did, cid, { storedBefore })) deleted++;
@@ -217,11 +224,12 @@ export async function sweepUnreferencedBlobs(
  */
 export async function sweepInterruptedUploads(
   kv: Deno.Kv,
-  opts: { now: number; graceMs?: number },
+  opts: { now: number; graceMs?: number; signal?: AbortSignal },
 ): Promise<number> {
   const startedBefore = opts.now - (opts.graceMs ?? UPLOAD_GRACE_MS);
   let deleted = 0;
   for await (const entry of kv.list<{ createdAt: string }>({ prefix: blobUploadPrefix() })) {
+    if (opts.signal?.aborted) break;
     if (!(Date.parse(entry.value.createdAt) < startedBefore)) continue;
     const [, did, cid] = entry.key as string[];
     const op = kv.atomic().check(entry).delete(entry.key);
@@ -250,14 +258,23 @@ export class BlobSweeper extends PeriodicTask {
       intervalMs: opts.intervalMs ?? DEFAULT_SWEEP_INTERVAL_MS,
       log: opts.log,
       failure: "sweeping unreferenced blobs failed",
-      run: async () => {
+      run: async (signal) => {
         if (!await blobRefIndexBuilt(opts.kv)) {
-          const records = await buildBlobRefIndex(opts.kv, opts.now());
+          const records = await buildBlobRefIndex(opts.kv, opts.now(), signal);
+          if (signal.aborted) return;
           opts.log.info("indexed blob references of stored records", { records });
         }
-        const deleted = await sweepUnreferencedBlobs(opts.kv, { now: opts.now(), graceMs });
+        const deleted = await sweepUnreferencedBlobs(opts.kv, {
+          now: opts.now(),
+          graceMs,
+          signal,
+        });
         if (deleted > 0) opts.log.info("deleted unreferenced uploads", { deleted, graceMs });
-        const interrupted = await sweepInterruptedUploads(opts.kv, { now: opts.now(), graceMs });
+        const interrupted = await sweepInterruptedUploads(opts.kv, {
+          now: opts.now(),
+          graceMs,
+          signal,
+        });
         if (interrupted > 0) {
           opts.log.info("deleted the chunks of interrupted uploads", { uploads: interrupted });
         }

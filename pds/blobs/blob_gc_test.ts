@@ -404,3 +404,23 @@ Deno.test("an upload whose first chunks another upload and a deletion replaced m
   );
   assert.equal((await kv.get(blobUploadKey(a.did, cid))).value, null);
 });
+
+Deno.test("a stopped sweep deletes nothing more", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const strays = [await upload(a, 1, BIG), await upload(a, 2), await upload(a, 3)];
+  const kv = a.t.ctx.kv;
+  const later = Date.now() + UPLOAD_GRACE_MS + 60_000;
+  const stopped = AbortSignal.abort();
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: later, signal: stopped }), 0);
+  for (const b of strays) assert.equal((await blobState(a, b))[0], 200);
+  // An interrupted upload is left alike.
+  const marker = kv.atomic().set(blobUploadKey(a.did, "bafkqaaa"), { createdAt: NOW });
+  marker.set(blobChunkKey(a.did, "bafkqaaa", 0), new Uint8Array(1));
+  assert.equal((await marker.commit()).ok, true);
+  assert.equal(await sweepInterruptedUploads(kv, { now: later, signal: stopped }), 0);
+  // Not stopped: everything goes.
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 3);
+  assert.equal(await sweepInterruptedUploads(kv, { now: later }), 1);
+  for (const b of strays) assert.equal((await blobState(a, b))[0], 400);
+});

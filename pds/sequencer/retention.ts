@@ -25,7 +25,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 /** Deletes stored events whose time is before `now - retentionDays`; returns how many. */
 export async function pruneEvents(
   kv: Deno.Kv,
-  opts: { retentionDays: number; now: number },
+  opts: { retentionDays: number; now: number; signal?: AbortSignal },
 ): Promise<number> {
   const cutoff = opts.now - opts.retentionDays * DAY_MS;
   const oldest = await readOldestSeq(kv);
@@ -41,7 +41,7 @@ export async function pruneEvents(
     else lo = mid + 1;
   }
   if (lo <= oldest) return 0;
-  return await deleteEventsBefore(kv, lo);
+  return await deleteEventsBefore(kv, lo, DELETE_BATCH, opts.signal);
 }
 
 /** Time (ms) of the first stored event with seq >= `seq`, or null when there is none. */
@@ -55,12 +55,15 @@ async function eventTimeAtOrAfter(kv: Deno.Kv, seq: number): Promise<number | nu
 /**
  * Deletes every stored event with a seq below `seq`, at most `batch` keys per atomic operation
  * (more only for one event of more chunks, which was written in one operation). A batch is cut
- * only at an event boundary, so an interruption never leaves part of an event behind.
+ * only at an event boundary, so an interruption never leaves part of an event behind. When
+ * `signal` aborts, it stops at the next event boundary and deletes the events read so far (the
+ * oldest go first, so what is left is still one run of consecutive seqs); returns how many.
  */
 export async function deleteEventsBefore(
   kv: Deno.Kv,
   seq: number,
   batch = DELETE_BATCH,
+  signal?: AbortSignal,
 ): Promise<number> {
   let count = 0;
   let keys: Deno.KvKey[] = [];
@@ -84,6 +87,7 @@ export async function deleteEventsBefore(
     const entrySeq = entry.key[1] as number;
     if (entrySeq !== currentSeq) {
       await endEvent();
+      if (signal?.aborted) break;
       currentSeq = entrySeq;
       count++;
     }
@@ -107,10 +111,11 @@ export class RetentionWorker extends PeriodicTask {
       intervalMs: opts.intervalMs ?? DEFAULT_PRUNE_INTERVAL_MS,
       log: opts.log,
       failure: "pruning stream events failed",
-      run: async () => {
+      run: async (signal) => {
         const deleted = await pruneEvents(opts.kv, {
           retentionDays: opts.retentionDays,
           now: opts.now(),
+          signal,
         });
         if (deleted > 0) {
           opts.log.info("pruned old stream events", {

@@ -131,3 +131,33 @@ Deno.test("pruning deletes each multi-chunk event in one atomic operation, never
     kv.close();
   }
 });
+
+Deno.test("a stopped prune deletes no event, or whole events up to where it stopped", async () => {
+  await using dir = await makeTempDir("pds-retention-stop-");
+  const kv = await Deno.openKv(`${dir.path}/kv`);
+  try {
+    for (let seq = 1; seq <= 6; seq++) {
+      await kv.set(seqEventChunkKey(seq, 0), new Uint8Array([seq]));
+      await kv.set(seqEventChunkKey(seq, 1), new Uint8Array([seq]));
+    }
+    const stop = new AbortController();
+    stop.abort();
+    assert.equal(await deleteEventsBefore(kv, 6, 500, stop.signal), 0);
+    assert.equal(await readOldestSeq(kv), 1);
+    // A batch of 4 keys holds two events: stopped once the first batch is written.
+    const stopping = new AbortController();
+    const counting = {
+      atomic: () => {
+        const op = kv.atomic();
+        const commit = op.commit.bind(op);
+        op.commit = () => commit().finally(() => stopping.abort());
+        return op;
+      },
+      list: kv.list.bind(kv),
+    } as unknown as Deno.Kv;
+    assert.equal(await deleteEventsBefore(counting, 6, 4, stopping.signal), 3);
+    assert.equal(await readOldestSeq(kv), 4);
+  } finally {
+    kv.close();
+  }
+});
