@@ -12,7 +12,7 @@ import type { Logger } from "../shared/log.ts";
 /** Runs `run` now and every `intervalMs` until closed. */
 export class PeriodicTask {
   readonly #run: (signal: AbortSignal) => Promise<void>;
-  readonly #stop = new AbortController();
+  #stop = new AbortController();
   readonly #intervalMs: number;
   readonly #log: Logger;
   readonly #failure: string;
@@ -37,6 +37,7 @@ export class PeriodicTask {
   /** Starts the periodic runs (the first one right away). */
   start(): void {
     if (this.#timer !== null) return;
+    if (this.#stop.signal.aborted) this.#stop = new AbortController(); // started again
     this.#timer = setInterval(() => this.runOnce(), this.#intervalMs);
     this.runOnce();
   }

@@ -30,3 +30,21 @@ Deno.test("PeriodicTask.close tells the run in progress to stop, and waits for i
   assert.equal(sawAbort, true);
   await closed;
 });
+
+Deno.test("a PeriodicTask started again after close runs with a live signal", async () => {
+  const seen: boolean[] = [];
+  const task = new PeriodicTask({
+    intervalMs: 60_000,
+    log: silentLogger,
+    failure: "test run failed",
+    run: (signal) => {
+      seen.push(signal.aborted);
+      return Promise.resolve();
+    },
+  });
+  task.start();
+  await task.close();
+  task.start();
+  await task.close();
+  assert.deepEqual(seen, [false, false]);
+});

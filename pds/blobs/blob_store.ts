@@ -104,6 +104,9 @@ export async function putBlob(
     if (await storeChunks(kv, did, cid, bytes, opts.mimeType, createdAt, opts.betweenOps)) {
       return ref;
     }
+    // Another upload of the same bytes is storing it: a random pause, so that two uploads do
+    // not keep replacing each other's first chunks in step.
+    await new Promise((r) => setTimeout(r, (attempt + 1) * (5 + Math.random() * 20)));
   }
   throw new Error(`Storing blob ${cid} failed: other uploads or deletions of it kept interfering`);
 }

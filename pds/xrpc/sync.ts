@@ -88,12 +88,14 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
       release();
       return new Response(null, { status: 499 });
     }
+    if (c.req.method === "HEAD") {
+      release();
+      return new Response(null, { headers: carHeaders(bytes.length) });
+    }
     // The CAR stays in memory until it is sent: the place is held until then, or until the
-    // server is done with the response (sent, the client gone, or a HEAD request's bodiless
-    // answer), whichever comes first.
+    // server is done with the response (sent, or the client gone), whichever comes first.
     const served = (c.env as Partial<Deno.ServeHandlerInfo> | undefined)?.completed;
-    served?.then(release, release);
-    return carBody(bytes, release);
+    return carBody(bytes, release, {}, served);
   });
 
   app.get(`/xrpc/${NSID}.getBlocks`, async (c) => {
@@ -167,7 +169,8 @@ const BODY_PIECE_BYTES = 64 * 1024;
 
 /**
  * A CAR response whose body is handed over piece by piece as the client reads it; `done` is
- * called once: when the last piece was taken, when the client went away, when it took no piece
+ * called once: when the last piece was taken, when the client went away or `served` settled
+ * (the server is done with the response), when it took no piece
  * for `limits.idleMs`, or when the whole took longer than `idleMs` plus the size at
  * `limits.minRate` (in both last cases the body ends early and the server closes the
  * connection).
@@ -176,6 +179,7 @@ export function carBody(
   bytes: Uint8Array,
   done: () => void,
   limits: { idleMs?: number; minRate?: number } = {},
+  served?: Promise<unknown>,
 ): Response {
   const idleMs = limits.idleMs ?? EXPORT_SEND_IDLE_MS;
   const minRate = limits.minRate ?? EXPORT_SEND_MIN_RATE;
@@ -190,6 +194,9 @@ export function carBody(
     clearTimeout(deadline);
     done();
   };
+  // The server is done with the response (`ServeHandlerInfo.completed`): a body it dropped
+  // unread must not keep the place, its timers or the bytes.
+  served?.then(finish, finish);
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       // Ended short of its Content-Length, the body makes the server drop the connection.
@@ -215,9 +222,11 @@ export function carBody(
     },
     cancel: finish,
   }, { highWaterMark: 0 });
-  return new Response(body, {
-    headers: { "Content-Type": CAR_TYPE, "Content-Length": String(bytes.length) },
-  });
+  return new Response(body, { headers: carHeaders(bytes.length) });
+}
+
+function carHeaders(length: number): Record<string, string> {
+  return { "Content-Type": CAR_TYPE, "Content-Length": String(length) };
 }
 
 function car(bytes: Uint8Array): Response {
