@@ -7,7 +7,7 @@
 import { sha256 } from "@noble/hashes/sha2.js";
 import { base32 } from "multiformats/bases/base32";
 import { CID } from "multiformats/cid";
-import { create as createDigest } from "multiformats/hashes/digest";
+import { Digest } from "multiformats/hashes/digest";
 import { encodeCbor } from "./cbor.ts";
 
 export { CID };
@@ -33,13 +33,33 @@ export class CidError extends Error {
 
 /** CIDv1 (dag-cbor, sha-256) of DAG-CBOR bytes, computed synchronously. */
 export function cidForCbor(bytes: Uint8Array): CID {
-  return CID.createV1(CODEC_DAG_CBOR, createDigest(HASH_SHA256, sha256(bytes)));
+  return sha256Cid(CODEC_DAG_CBOR, bytes);
 }
 
 /** CIDv1 (raw, sha-256) of blob bytes, computed synchronously. */
 export function cidForRaw(bytes: Uint8Array): CID {
-  return CID.createV1(CODEC_RAW, createDigest(HASH_SHA256, sha256(bytes)));
+  return sha256Cid(CODEC_RAW, bytes);
 }
+
+/**
+ * The CIDv1 of `bytes` under `codec` (one varint byte), built in one 36-byte buffer: the hash is
+ * written straight into it, and the multihash and digest are views of it. The library's
+ * `CID.createV1(codec, create(0x12, sha256(bytes)))` makes three buffers (the hash, the
+ * multihash, the CID) for the same value; a commit makes a CID for every block it writes, and
+ * each buffer is a separate backing store for the garbage collector to track.
+ */
+function sha256Cid(codec: number, bytes: Uint8Array): CID {
+  const out = new Uint8Array(4 + SHA256_BYTES);
+  out[0] = 1;
+  out[1] = codec;
+  out[2] = HASH_SHA256;
+  out[3] = SHA256_BYTES;
+  const digest = out.subarray(4);
+  sha256.create().update(bytes).digestInto(digest);
+  return new CID(1, codec, new Digest(HASH_SHA256, SHA256_BYTES, digest, out.subarray(2)), out);
+}
+
+const SHA256_BYTES = 32;
 
 /**
  * Parses a CID string (base32 CIDv1 `b...`, or a base58 CIDv0 `Qm...`).

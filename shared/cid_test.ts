@@ -14,6 +14,8 @@ import {
   verifyCid,
 } from "./cid.ts";
 import { encodeCbor } from "./cbor.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { create as createDigest } from "multiformats/hashes/digest";
 
 const EMPTY_MST = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
 
@@ -97,4 +99,27 @@ Deno.test("verifyCid returns false for a non-sha-256 CID", () => {
   const bytes = new Uint8Array([1, 2, 3]);
   const identity = CID.decode(new Uint8Array([0x01, 0x55, 0x00, 0x03, 1, 2, 3]));
   assert.equal(verifyCid(identity, bytes), false);
+});
+
+Deno.test("cidForCbor and cidForRaw equal the library's CIDs, byte for byte and in every part", () => {
+  for (let n = 0; n < 300; n++) {
+    const bytes = new Uint8Array(n * 7).map((_, i) => (i * 31 + n) & 0xff);
+    for (const [ours, codec] of [[cidForCbor, 0x71], [cidForRaw, 0x55]] as const) {
+      const expected = CID.createV1(codec, createDigest(0x12, sha256(bytes)));
+      const actual = ours(bytes);
+      assert.ok(actual.equals(expected));
+      assert.deepEqual(actual.bytes, expected.bytes);
+      assert.equal(actual.toString(), expected.toString());
+      assert.equal(formatCid(actual), expected.toString());
+      assert.equal(actual.code, codec);
+      assert.equal(actual.version, 1);
+      assert.equal(actual.multihash.code, 0x12);
+      assert.equal(actual.multihash.size, 32);
+      assert.deepEqual(actual.multihash.digest, sha256(bytes));
+      assert.deepEqual(actual.multihash.bytes, expected.multihash.bytes);
+      assert.deepEqual(actual["/"], expected.bytes);
+      assert.equal(actual.bytes.byteOffset, 0);
+      assert.equal(actual.bytes.buffer.byteLength, 36);
+    }
+  }
 });
