@@ -98,6 +98,15 @@ async function blobState(a: Account, blob: Blob): Promise<[number, number, numbe
   ];
 }
 
+/** getBlob serves exactly `bytes` (1 MiB), and all 18 chunks are stored. */
+async function assertWhole1MiB(a: Account, cid: string, bytes: Uint8Array): Promise<void> {
+  const get = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
+  assert.equal(get.status, 200);
+  assert.deepEqual(new Uint8Array(await get.arrayBuffer()), bytes);
+  const chunks = await Array.fromAsync(a.t.ctx.kv.list({ prefix: blobChunkPrefix(a.did, cid) }));
+  assert.equal(chunks.length, 18);
+}
+
 Deno.test("a blob is deleted with the last record referencing it, not before", async () => {
   const a = await setUp();
   await using _ = a.t;
@@ -362,13 +371,7 @@ Deno.test("a deletion racing a second upload of the same large blob leaves it wh
   assert.equal(await deleteBlobIfUnreferenced(kv, a.did, cid), false);
 
   // The blob stays whole, as U's second operation will publish it.
-  const get = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
-  assert.equal(get.status, 200);
-  assert.deepEqual(new Uint8Array(await get.arrayBuffer()), bytes);
-  assert.equal(
-    (await Array.fromAsync(kv.list({ prefix: blobChunkPrefix(a.did, cid) }))).length,
-    18,
-  );
+  await assertWhole1MiB(a, cid, bytes);
   // Once no upload is under way, the unreferenced blob is deleted as before.
   await kv.delete(blobUploadKey(a.did, cid));
   assert.equal(await deleteBlobIfUnreferenced(kv, a.did, cid), true);
@@ -395,13 +398,7 @@ Deno.test("an upload whose first chunks another upload and a deletion replaced m
   });
   assert.equal(deleted, true);
   const cid = ref.ref.$link;
-  const get = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
-  assert.equal(get.status, 200);
-  assert.deepEqual(new Uint8Array(await get.arrayBuffer()), bytes);
-  assert.equal(
-    (await Array.fromAsync(kv.list({ prefix: blobChunkPrefix(a.did, cid) }))).length,
-    18,
-  );
+  await assertWhole1MiB(a, cid, bytes);
   assert.equal((await kv.get(blobUploadKey(a.did, cid))).value, null);
 });
 

@@ -7,6 +7,21 @@ import { waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 import { carBody, exportGateFor, EXPORTS_RUNNING, EXPORTS_WAITING } from "./sync.ts";
 import { repoServiceFor } from "../repo/service.ts";
+import type { ConcurrencyGate } from "../concurrency_gate.ts";
+
+/**
+ * Takes every running place and all but one waiting place of `gate` with tasks that end when
+ * `release` is called.
+ */
+function fillAllButOnePlace(gate: ConcurrencyGate) {
+  let release!: () => void;
+  const hold = new Promise<void>((r) => release = r);
+  const holders = Array.from(
+    { length: EXPORTS_RUNNING + EXPORTS_WAITING - 1 },
+    () => gate.run(() => hold),
+  );
+  return { release, holders };
+}
 
 Deno.test("getRepo beyond the running and waiting exports is 429 RateLimitExceeded; queued ones finish", async () => {
   await using server = await startTestServer();
@@ -24,12 +39,7 @@ Deno.test("getRepo beyond the running and waiting exports is 429 RateLimitExceed
 
   // Take every running place and all but one waiting place with exports that do not end yet.
   const gate = exportGateFor(server.ctx);
-  let release!: () => void;
-  const hold = new Promise<void>((r) => release = r);
-  const holders = Array.from(
-    { length: EXPORTS_RUNNING + EXPORTS_WAITING - 1 },
-    () => gate.run(() => hold),
-  );
+  const { release, holders } = fillAllButOnePlace(gate);
   assert.equal(gate.active, EXPORTS_RUNNING);
   assert.equal(gate.queued, EXPORTS_WAITING - 1);
 
@@ -74,12 +84,7 @@ Deno.test("a queued getRepo whose client goes away leaves the queue and frees it
   const alice = await signUp(server.url, "alice.test");
   const url = `${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`;
   const gate = exportGateFor(server.ctx);
-  let release!: () => void;
-  const hold = new Promise<void>((r) => release = r);
-  const holders = Array.from(
-    { length: EXPORTS_RUNNING + EXPORTS_WAITING - 1 },
-    () => gate.run(() => hold),
-  );
+  const { release, holders } = fillAllButOnePlace(gate);
 
   try {
     const client = new AbortController();
