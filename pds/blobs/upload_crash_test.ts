@@ -3,7 +3,7 @@
 // visible partial blob, and every chunk it left without metadata is found by the sweep.
 import assert from "node:assert/strict";
 import { makeTempDir } from "../../tests/_util.ts";
-import { signUp, TEST_JWT_SECRET } from "../_test_helpers.ts";
+import { signUp, TEST_JWT_SECRET, xrpcPost } from "../_test_helpers.ts";
 import { spawnPds } from "../sequencer/_stream_test_util.ts";
 import { getBlob } from "./blob_store.ts";
 import { sweepInterruptedUploads, UPLOAD_GRACE_MS } from "./blob_gc.ts";
@@ -21,6 +21,15 @@ async function storedUploads(kv: Deno.Kv) {
   return [...out.values()];
 }
 
+async function logIn(url: string, handle: string): Promise<{ accessJwt: string }> {
+  const res = await xrpcPost(url, "com.atproto.server.createSession", {
+    identifier: handle,
+    password: "correct horse battery",
+  });
+  assert.equal(res.status, 200);
+  return await res.json();
+}
+
 /** Kills the host at a random moment; a round that hit no upload between its two operations
  * leaves no orphan, so the test kills again (same data) until one did. */
 const MAX_ROUNDS = 6;
@@ -28,18 +37,23 @@ const MAX_ROUNDS = 6;
 Deno.test("after SIGKILL during 1 MiB uploads, no partial blob is visible and the sweep finds every orphaned chunk", async () => {
   await using dir = await makeTempDir("pds-upload-crash-");
   const env = { DATA_DIR: dir.path, PDS_JWT_SECRET: TEST_JWT_SECRET };
-  let uploaders: { accessJwt: string }[] = [];
+  let uploaders: { accessJwt: string }[];
   let rounds = 0;
   let orphaned = 0;
   let seed = 0;
   while (orphaned === 0 && rounds < MAX_ROUNDS) {
     rounds++;
     const pds = await spawnPds(env);
-    if (uploaders.length === 0) {
-      uploaders = await Promise.all([0, 1, 2, 3].map((i) => signUp(pds.url, `uploader${i}.test`)));
-    }
+    // Each start listens on a new port, so it has a new service identity: a token of the last
+    // one would be refused. Sign up in the first round, log in again in the later ones.
+    uploaders = await Promise.all(
+      [0, 1, 2, 3].map((i) =>
+        rounds === 1 ? signUp(pds.url, `uploader${i}.test`) : logIn(pds.url, `uploader${i}.test`)
+      ),
+    );
     let stop = false;
     let stored = 0;
+    const refused = new Set<number>();
     const loops = uploaders.map(async (u, ui) => {
       while (!stop) {
         const n = seed++;
@@ -55,6 +69,7 @@ Deno.test("after SIGKILL during 1 MiB uploads, no partial blob is visible and th
           });
           await res.body?.cancel();
           if (res.status === 200) stored++;
+          else refused.add(res.status);
         } catch {
           return; // The process is gone.
         }
@@ -66,7 +81,12 @@ Deno.test("after SIGKILL during 1 MiB uploads, no partial blob is visible and th
     stop = true;
     await Promise.all(loops);
     assert.equal(status.signal, "SIGKILL");
-    assert.ok(stored >= 40, `only ${stored} uploads were stored before the deadline`);
+    assert.ok(
+      stored >= 40,
+      `round ${rounds}: only ${stored} uploads were stored before the deadline (refused: ${[
+        ...refused,
+      ]})`,
+    );
     const kv = await Deno.openKv(`${dir.path}/pds.kv`);
     try {
       orphaned = (await storedUploads(kv)).filter((u) => !u.meta).length;
