@@ -106,7 +106,47 @@ interface RepoIndex {
 
 /** Repositories whose CID index is kept per KV handle (least recently used dropped first). */
 const MAX_INDEXED_REPOS = 1_000;
+/**
+ * Index entries (blocks) kept per KV handle, all repositories together: about 200 bytes of heap
+ * per post (a 20,000-post repository's index took 4.1 MB), so about 100-200 MB at this bound.
+ * Past it, the least recently used repositories' indexes are dropped (a later read of one scans
+ * its commits again). Without it, 1,000 large repositories could hold gigabytes.
+ */
+export const MAX_INDEXED_BLOCKS = 2_000_000;
 const indexes = new WeakMap<Deno.Kv, Map<string, RepoIndex>>();
+/** A lower bound than {@link MAX_INDEXED_BLOCKS} for one KV handle (tests). */
+const blockLimits = new WeakMap<Deno.Kv, number>();
+/** Commits noted since the bound was last checked, per KV handle. */
+const notedSinceCheck = new WeakMap<Deno.Kv, number>();
+
+/** Sets the bound on index entries of `kv` (tests; default {@link MAX_INDEXED_BLOCKS}). */
+export function limitIndexedBlocks(kv: Deno.Kv, blocks: number): void {
+  blockLimits.set(kv, blocks);
+}
+
+/** Index entries held for `kv` now, all repositories together (tests, diagnostics). */
+export function indexedBlocks(kv: Deno.Kv): number {
+  let n = 0;
+  for (const index of indexesOf(kv).values()) n += index.revs.size;
+  return n;
+}
+
+/**
+ * Drops the least recently used repositories' indexes (never `keep`'s) while the entries of
+ * `kv` exceed the bound. Walks at most {@link MAX_INDEXED_REPOS} maps.
+ */
+function enforceBlockLimit(kv: Deno.Kv, keep: string | null): void {
+  const limit = blockLimits.get(kv) ?? MAX_INDEXED_BLOCKS;
+  let total = indexedBlocks(kv);
+  if (total <= limit) return;
+  const all = indexesOf(kv);
+  for (const [did, index] of all) {
+    if (total <= limit) break;
+    if (did === keep || index.scanning !== null) continue;
+    all.delete(did);
+    total -= index.revs.size;
+  }
+}
 /**
  * KV entries per read when scanning a repository's commits. A commit has at most a few chunks
  * (`BLOCKS_CHUNK_BYTES` each), far fewer than a page.
@@ -138,6 +178,10 @@ export function noteCommitBlocks(
     for (const b of blocks) index.revs.set(formatCid(b.cid), rev);
     // Only a commit right after the last one seen proves no other commit was missed.
     if (since === index.lastRev) index.lastRev = rev;
+    // Commits grow the indexes a few entries at a time: look at the bound now and then.
+    const noted = (notedSinceCheck.get(kv) ?? 0) + 1;
+    notedSinceCheck.set(kv, noted % 1024);
+    if (noted === 1024) enforceBlockLimit(kv, did);
   }
 }
 
@@ -273,6 +317,7 @@ export class KvBlockSource implements NodeSource {
         if (rev > target.lastRev) target.lastRev = rev;
       }).finally(() => target.scanning = null);
       await target.scanning;
+      enforceBlockLimit(this.#kv, this.#did);
     }
     return index;
   }

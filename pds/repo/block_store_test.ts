@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { cidForRaw, formatCid } from "../../shared/cid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { repoBlocksKey } from "../store/keys.ts";
-import { encodeBlockPack, KvBlockSource, putBlocks } from "./block_store.ts";
+import {
+  encodeBlockPack,
+  indexedBlocks,
+  KvBlockSource,
+  limitIndexedBlocks,
+  putBlocks,
+} from "./block_store.ts";
 import type { Block } from "./mst.ts";
 
 const DID = "did:plc:bbbbbbbbbbbbbbbbbbbbbbbb";
@@ -124,6 +130,45 @@ Deno.test("packs() reports each stored commit once with its chunk count, across 
       packs.map((p) => ({ rev: p.rev, chunks: p.chunks, cids: [...p.blocks.keys()] })),
       expected,
     );
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("the CID indexes of all repositories stay under their bound; the least recently read go first", async () => {
+  await using dir = await makeTempDir("pds-block-index-");
+  const kv = await Deno.openKv(`${dir.path}/kv`);
+  try {
+    limitIndexedBlocks(kv, 250);
+    const dids = ["a", "b", "c"].map((c) => `did:plc:${c.repeat(24)}`);
+    const firsts: Block[] = [];
+    for (const [r, did] of dids.entries()) {
+      // 100 blocks per repository, in 10 commits.
+      for (let c = 0; c < 10; c++) {
+        const blocks = Array.from({ length: 10 }, (_, i) => block(40, r * 1000 + c * 10 + i));
+        if (c === 0) firsts.push(blocks[0]);
+        const op = kv.atomic();
+        putBlocks(op, did, `3kaaaaaaaa${c}aa`, blocks);
+        assert.equal((await op.commit()).ok, true);
+      }
+    }
+    const read = async (r: number) => {
+      const got = await new KvBlockSource(kv, dids[r]).getBlock(firsts[r].cid);
+      assert.deepEqual(got, firsts[r].bytes);
+    };
+    await read(0);
+    await read(1);
+    assert.equal(indexedBlocks(kv), 200);
+    await read(0); // a is now more recently read than b
+    await read(2); // 300 entries: b's index is dropped
+    assert.equal(indexedBlocks(kv), 200);
+    // Every block is still readable: b is scanned again, and a (now the least recently read)
+    // goes.
+    await read(1);
+    assert.equal(indexedBlocks(kv), 200);
+    await read(0);
+    await read(2);
+    assert.equal(indexedBlocks(kv), 200);
   } finally {
     kv.close();
   }
