@@ -98,6 +98,8 @@ export function blockChunks(bytes: number): number {
 interface RepoIndex {
   /** CID string -> rev of the latest commit that wrote the block. */
   revs: Map<string, string>;
+  /** When it was last read or written (ms). */
+  usedAt: number;
   /** Highest rev scanned (or recorded) so far; "" before any. */
   lastRev: string;
   /** A scan in progress. */
@@ -110,18 +112,26 @@ const MAX_INDEXED_REPOS = 1_000;
  * Index entries (blocks) kept per KV handle, all repositories together: about 200 bytes of heap
  * per post (a 20,000-post repository's index took 4.1 MB), so about 100-200 MB at this bound.
  * Past it, the least recently used repositories' indexes are dropped (a later read of one scans
- * its commits again). Without it, 1,000 large repositories could hold gigabytes.
+ * its commits again), except those used in the last {@link ACTIVE_INDEX_MS}: a repository larger
+ * than the bound, still being written, is not scanned again at every other repository's read.
+ * Without the bound, 1,000 large repositories could hold gigabytes.
  */
 export const MAX_INDEXED_BLOCKS = 2_000_000;
+const ACTIVE_INDEX_MS = 60_000;
+/** Blocks noted by commits between two looks at the bound. */
+const NOTED_BLOCKS_PER_CHECK = 10_000;
 const indexes = new WeakMap<Deno.Kv, Map<string, RepoIndex>>();
-/** A lower bound than {@link MAX_INDEXED_BLOCKS} for one KV handle (tests). */
-const blockLimits = new WeakMap<Deno.Kv, number>();
-/** Commits noted since the bound was last checked, per KV handle. */
+/** Bounds other than the defaults for one KV handle (tests). */
+const blockLimits = new WeakMap<Deno.Kv, { blocks: number; activeMs: number }>();
+/** Blocks noted since the bound was last checked, per KV handle. */
 const notedSinceCheck = new WeakMap<Deno.Kv, number>();
 
-/** Sets the bound on index entries of `kv` (tests; default {@link MAX_INDEXED_BLOCKS}). */
-export function limitIndexedBlocks(kv: Deno.Kv, blocks: number): void {
-  blockLimits.set(kv, blocks);
+/**
+ * Sets the bound on index entries of `kv` and how long a used index is kept past it (tests;
+ * defaults {@link MAX_INDEXED_BLOCKS} and one minute).
+ */
+export function limitIndexedBlocks(kv: Deno.Kv, blocks: number, activeMs = ACTIVE_INDEX_MS): void {
+  blockLimits.set(kv, { blocks, activeMs });
 }
 
 /** Index entries held for `kv` now, all repositories together (tests, diagnostics). */
@@ -131,22 +141,31 @@ export function indexedBlocks(kv: Deno.Kv): number {
   return n;
 }
 
+/** DIDs of the repositories whose index is held for `kv`, least recently used first (tests). */
+export function indexedRepos(kv: Deno.Kv): string[] {
+  return [...indexesOf(kv).keys()];
+}
+
 /**
- * Drops the least recently used repositories' indexes (never `keep`'s) while the entries of
- * `kv` exceed the bound. Walks at most {@link MAX_INDEXED_REPOS} maps.
+ * Drops the least recently used repositories' indexes while the entries of `kv` exceed the
+ * bound: never `keep`'s, one being scanned, or one used within the active time. Walks at most
+ * {@link MAX_INDEXED_REPOS} maps.
  */
 function enforceBlockLimit(kv: Deno.Kv, keep: string | null): void {
-  const limit = blockLimits.get(kv) ?? MAX_INDEXED_BLOCKS;
+  const { blocks: limit, activeMs } = blockLimits.get(kv) ??
+    { blocks: MAX_INDEXED_BLOCKS, activeMs: ACTIVE_INDEX_MS };
   let total = indexedBlocks(kv);
   if (total <= limit) return;
   const all = indexesOf(kv);
+  const idleSince = Date.now() - activeMs;
   for (const [did, index] of all) {
     if (total <= limit) break;
-    if (did === keep || index.scanning !== null) continue;
+    if (did === keep || index.scanning !== null || index.usedAt > idleSince) continue;
     all.delete(did);
     total -= index.revs.size;
   }
 }
+
 /**
  * KV entries per read when scanning a repository's commits. A commit has at most a few chunks
  * (`BLOCKS_CHUNK_BYTES` each), far fewer than a page.
@@ -178,10 +197,11 @@ export function noteCommitBlocks(
     for (const b of blocks) index.revs.set(formatCid(b.cid), rev);
     // Only a commit right after the last one seen proves no other commit was missed.
     if (since === index.lastRev) index.lastRev = rev;
+    index.usedAt = Date.now();
     // Commits grow the indexes a few entries at a time: look at the bound now and then.
-    const noted = (notedSinceCheck.get(kv) ?? 0) + 1;
-    notedSinceCheck.set(kv, noted % 1024);
-    if (noted === 1024) enforceBlockLimit(kv, did);
+    const noted = (notedSinceCheck.get(kv) ?? 0) + blocks.length;
+    notedSinceCheck.set(kv, noted >= NOTED_BLOCKS_PER_CHECK ? 0 : noted);
+    if (noted >= NOTED_BLOCKS_PER_CHECK) enforceBlockLimit(kv, did);
   }
 }
 
@@ -303,9 +323,10 @@ export class KvBlockSource implements NodeSource {
     if (index) {
       all.delete(this.#did);
       all.set(this.#did, index);
+      index.usedAt = Date.now();
     } else {
       if (all.size >= MAX_INDEXED_REPOS) all.delete(all.keys().next().value!);
-      index = { revs: new Map(), lastRev: "", scanning: null };
+      index = { revs: new Map(), usedAt: Date.now(), lastRev: "", scanning: null };
       all.set(this.#did, index);
       refresh = true;
     }

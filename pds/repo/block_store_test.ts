@@ -5,8 +5,10 @@ import { repoBlocksKey } from "../store/keys.ts";
 import {
   encodeBlockPack,
   indexedBlocks,
+  indexedRepos,
   KvBlockSource,
   limitIndexedBlocks,
+  noteCommitBlocks,
   putBlocks,
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
@@ -139,36 +141,77 @@ Deno.test("the CID indexes of all repositories stay under their bound; the least
   await using dir = await makeTempDir("pds-block-index-");
   const kv = await Deno.openKv(`${dir.path}/kv`);
   try {
-    limitIndexedBlocks(kv, 250);
-    const dids = ["a", "b", "c"].map((c) => `did:plc:${c.repeat(24)}`);
-    const firsts: Block[] = [];
-    for (const [r, did] of dids.entries()) {
+    limitIndexedBlocks(kv, 250, 0);
+    const [a, b, c] = ["a", "b", "c"].map((x) => `did:plc:${x.repeat(24)}`);
+    const firsts = new Map<string, Block>();
+    for (const [r, did] of [a, b, c].entries()) {
       // 100 blocks per repository, in 10 commits.
-      for (let c = 0; c < 10; c++) {
-        const blocks = Array.from({ length: 10 }, (_, i) => block(40, r * 1000 + c * 10 + i));
-        if (c === 0) firsts.push(blocks[0]);
+      for (let n = 0; n < 10; n++) {
+        const blocks = Array.from({ length: 10 }, (_, i) => block(40, r * 1000 + n * 10 + i));
+        if (n === 0) firsts.set(did, blocks[0]);
         const op = kv.atomic();
-        putBlocks(op, did, `3kaaaaaaaa${c}aa`, blocks);
+        putBlocks(op, did, `3kaaaaaaaa${n}aa`, blocks);
         assert.equal((await op.commit()).ok, true);
       }
     }
-    const read = async (r: number) => {
-      const got = await new KvBlockSource(kv, dids[r]).getBlock(firsts[r].cid);
-      assert.deepEqual(got, firsts[r].bytes);
+    const read = async (did: string) => {
+      const got = await new KvBlockSource(kv, did).getBlock(firsts.get(did)!.cid);
+      assert.deepEqual(got, firsts.get(did)!.bytes);
     };
-    await read(0);
-    await read(1);
+    await read(a);
+    await read(b);
+    assert.deepEqual(indexedRepos(kv), [a, b]);
     assert.equal(indexedBlocks(kv), 200);
-    await read(0); // a is now more recently read than b
-    await read(2); // 300 entries: b's index is dropped
+    await read(a); // a is now more recently read than b
+    await read(c); // 300 entries: b's index goes
+    assert.deepEqual(indexedRepos(kv), [a, c]);
     assert.equal(indexedBlocks(kv), 200);
-    // Every block is still readable: b is scanned again, and a (now the least recently read)
-    // goes.
-    await read(1);
-    assert.equal(indexedBlocks(kv), 200);
-    await read(0);
-    await read(2);
-    assert.equal(indexedBlocks(kv), 200);
+    // Every block is still readable: b is scanned again, and a (the least recently read) goes.
+    await read(b);
+    assert.deepEqual(indexedRepos(kv), [c, b]);
+
+    // An index used within the active time stays past the bound; then it goes like the others.
+    limitIndexedBlocks(kv, 150, 60_000);
+    await read(a);
+    assert.deepEqual(indexedRepos(kv), [c, b, a]);
+    assert.equal(indexedBlocks(kv), 300);
+    limitIndexedBlocks(kv, 150, 0);
+    // A block a's index lacks makes it scan for newer commits, then look at the bound.
+    assert.equal(await new KvBlockSource(kv, a).getBlock(block(40, 99_999).cid), null);
+    assert.deepEqual(indexedRepos(kv), [a]);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("commits noted into held indexes are held to the bound as well", async () => {
+  await using dir = await makeTempDir("pds-block-index-commits-");
+  const kv = await Deno.openKv(`${dir.path}/kv`);
+  try {
+    limitIndexedBlocks(kv, 5_000, 0);
+    const [a, b] = ["a", "b"].map((x) => `did:plc:${x.repeat(24)}`);
+    for (const [r, did] of [a, b].entries()) {
+      const first = block(40, 50_000 + r);
+      const op = kv.atomic();
+      putBlocks(op, did, "3kaaaaaaaa0aa", [first]);
+      assert.equal((await op.commit()).ok, true);
+      assert.deepEqual(await new KvBlockSource(kv, did).getBlock(first.cid), first.bytes);
+    }
+    assert.deepEqual(indexedRepos(kv), [a, b]);
+    // Commits of b, as this process notes them: 10,000 blocks in all.
+    let since = "3kaaaaaaaa0aa";
+    for (let n = 1; n <= 100; n++) {
+      const rev = `3kaaaaab${String(n).padStart(3, "0")}aa`;
+      const blocks = Array.from({ length: 100 }, (_, i) => {
+        const bytes = new TextEncoder().encode(`block ${n} ${i}`);
+        return { cid: cidForRaw(bytes), bytes };
+      });
+      noteCommitBlocks(kv, b, since, rev, blocks);
+      since = rev;
+    }
+    // a (idle, least recently used) was dropped at the check; b, being written, stays.
+    assert.deepEqual(indexedRepos(kv), [b]);
+    assert.equal(indexedBlocks(kv), 10_001);
   } finally {
     kv.close();
   }
