@@ -18,6 +18,8 @@ export const CODEC_DAG_CBOR = 0x71;
 export const CODEC_RAW = 0x55;
 /** Multihash code of sha2-256, the only hash atproto uses. */
 export const HASH_SHA256 = 0x12;
+/** Bytes of a sha2-256 digest. */
+const SHA256_BYTES = 32;
 
 /** Longest CID string {@linkcode parseCid} looks at; sha-256 CIDv1 strings are 59 characters. */
 const MAX_CID_STRING = 256;
@@ -58,8 +60,6 @@ function sha256Cid(codec: number, bytes: Uint8Array): CID {
   sha256.create().update(bytes).digestInto(digest);
   return new CID(1, codec, new Digest(HASH_SHA256, SHA256_BYTES, digest, out.subarray(2)), out);
 }
-
-const SHA256_BYTES = 32;
 
 /**
  * Parses a CID string (base32 CIDv1 `b...`, or a base58 CIDv0 `Qm...`).

@@ -77,25 +77,20 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
         { "Retry-After": "1" },
       );
     }
-    let bytes: Uint8Array;
+    // The place goes back here unless the CAR's body takes it over.
+    let handedOver = false;
     try {
-      bytes = await domain(exportRepoCar(ctx.kv, did, since));
-    } catch (err) {
-      release();
-      throw err;
+      const bytes = await domain(exportRepoCar(ctx.kv, did, since));
+      if (signal.aborted) return new Response(null, { status: 499 });
+      if (c.req.method === "HEAD") return new Response(null, { headers: carHeaders(bytes.length) });
+      // The CAR stays in memory until it is sent: the place is held until then, or until the
+      // server is done with the response (sent, or the client gone), whichever comes first.
+      const served = (c.env as Partial<Deno.ServeHandlerInfo> | undefined)?.completed;
+      handedOver = true;
+      return carBody(bytes, release, {}, served);
+    } finally {
+      if (!handedOver) release();
     }
-    if (signal.aborted) {
-      release();
-      return new Response(null, { status: 499 });
-    }
-    if (c.req.method === "HEAD") {
-      release();
-      return new Response(null, { headers: carHeaders(bytes.length) });
-    }
-    // The CAR stays in memory until it is sent: the place is held until then, or until the
-    // server is done with the response (sent, or the client gone), whichever comes first.
-    const served = (c.env as Partial<Deno.ServeHandlerInfo> | undefined)?.completed;
-    return carBody(bytes, release, {}, served);
   });
 
   app.get(`/xrpc/${NSID}.getBlocks`, async (c) => {
@@ -170,10 +165,9 @@ const BODY_PIECE_BYTES = 64 * 1024;
 /**
  * A CAR response whose body is handed over piece by piece as the client reads it; `done` is
  * called once: when the last piece was taken, when the client went away or `served` settled
- * (the server is done with the response), when it took no piece
- * for `limits.idleMs`, or when the whole took longer than `idleMs` plus the size at
- * `limits.minRate` (in both last cases the body ends early and the server closes the
- * connection).
+ * (the server is done with the response), when it took no piece for `limits.idleMs`, or when
+ * the whole took longer than `idleMs` plus the size at `limits.minRate` (in both last cases the
+ * body ends early and the server closes the connection).
  */
 export function carBody(
   bytes: Uint8Array,
@@ -230,9 +224,7 @@ function carHeaders(length: number): Record<string, string> {
 }
 
 function car(bytes: Uint8Array): Response {
-  return new Response(bytes as Uint8Array<ArrayBuffer>, {
-    headers: { "Content-Type": CAR_TYPE, "Content-Length": String(bytes.length) },
-  });
+  return new Response(bytes as Uint8Array<ArrayBuffer>, { headers: carHeaders(bytes.length) });
 }
 
 async function domain<T>(p: Promise<T>): Promise<T> {
