@@ -16,6 +16,7 @@ import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
 import { initRepo } from "./repo/service.ts";
 import { KvCheckpointer } from "./store/kv_checkpointer.ts";
+import { commitSigner } from "./repo/signer.ts";
 import { BlobSweeper } from "./blobs/blob_gc.ts";
 
 /** HKDF `info` of the service signing key; changing it changes the published key. */
@@ -159,6 +160,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       url,
       publicUrl: config.publicUrl,
       did: config.serviceDid,
+      commitSigning: commitSigner().nativePath ?? "@noble/curves (OpenSSL not loadable)",
     });
     const ownedKv = opts.kv ? null : kv;
     let closing: Promise<void> | null = null;

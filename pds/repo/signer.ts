@@ -1,9 +1,10 @@
 /**
- * Commit signing off the main thread. Signing a commit (P-256, `@noble/curves`) costs ~0.3 ms
- * of JavaScript, the largest single cost of a commit, so under concurrent load the signatures
- * are computed by one process-wide worker thread, while the main thread builds the next commits.
- * Without concurrency (one commit at a time) signing stays inline: no worker is started and a
- * signature costs no thread hop.
+ * Commit signing. Where the process may load the system's OpenSSL (`native_sign.ts`), every
+ * signature is made there, inline: ~40 µs of native code. Otherwise a signature (P-256,
+ * `@noble/curves`) costs ~0.3 ms of JavaScript, the largest single cost of a commit, so under
+ * concurrent load the signatures are computed by one process-wide worker thread, while the main
+ * thread builds the next commits. Without concurrency (one commit at a time) signing stays
+ * inline: no worker is started and a signature costs no thread hop.
  *
  * Jobs and signatures travel through a ring of slots in a `SharedArrayBuffer`, with two
  * counters and `Atomics` wake-ups, not through `postMessage`: on the 2-core bench machine a
@@ -24,6 +25,7 @@
 
 import { Worker } from "node:worker_threads";
 import { signCompact } from "../../shared/keys.ts";
+import { NativeP256Signer } from "./native_sign.ts";
 
 /** Slots of the ring (a power of two). */
 export const SIGN_SLOTS = 128;
@@ -69,15 +71,26 @@ export class CommitSigner {
   #watching = false;
 
   readonly #start0: number;
+  readonly #native: NativeP256Signer | null;
 
   /**
-   * Options are for tests: `workerUrl` (a worker that fails; default `sign_worker.ts`) and
-   * `startCounter` (the counters' first value, to cross the int32 wrap).
+   * `native`: OpenSSL signing (`native_sign.ts`), used for every signature when given (inline:
+   * ~40 µs, no worker); the worker and noble sign whatever it fails on. The other options are for
+   * tests: `workerUrl` (a worker that fails; default `sign_worker.ts`) and `startCounter` (the
+   * counters' first value, to cross the int32 wrap).
    */
-  constructor(opts: { workerUrl?: URL; startCounter?: number } = {}) {
+  constructor(
+    opts: { native?: NativeP256Signer | null; workerUrl?: URL; startCounter?: number } = {},
+  ) {
+    this.#native = opts.native ?? null;
     this.#workerUrl = opts.workerUrl ?? new URL("./sign_worker.ts", import.meta.url);
     this.#start0 = opts.startCounter ?? 0;
     this.#submitted = this.#done = this.#start0 | 0;
+  }
+
+  /** The OpenSSL library signing here; null when noble signs. */
+  get nativePath(): string | null {
+    return this.#native?.path ?? null;
   }
 
   /**
@@ -89,6 +102,13 @@ export class CommitSigner {
     message: Uint8Array,
     concurrent: boolean,
   ): Uint8Array | Promise<Uint8Array> {
+    if (this.#native !== null) {
+      try {
+        return this.#native.sign(key, message);
+      } catch {
+        // OpenSSL refused this key or failed: noble signs it below.
+      }
+    }
     if (this.#failed || (!concurrent && this.#inflight.length === 0)) {
       return signCompact(key, message);
     }
@@ -218,7 +238,10 @@ function signInline(job: Job): void {
 
 let shared: CommitSigner | null = null;
 
-/** The process-wide signer (one worker thread for every repository service). */
+/**
+ * The process-wide signer: OpenSSL when this process may load it (`--allow-ffi` for one of
+ * `LIBCRYPTO_PATHS`), else one worker thread running noble for every repository service.
+ */
 export function commitSigner(): CommitSigner {
-  return shared ??= new CommitSigner();
+  return shared ??= new CommitSigner({ native: NativeP256Signer.open() });
 }

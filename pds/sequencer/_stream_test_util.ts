@@ -10,6 +10,7 @@ import { decodeFrame, type Frame } from "../../shared/frame.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { waitFor } from "../../tests/_util.ts";
 import { xrpcPost } from "../_test_helpers.ts";
+import { LIBCRYPTO_PATHS } from "../repo/native_sign.ts";
 
 /** The subscribeRepos URL of an account host base URL. */
 export function subscribeUrl(baseUrl: string, cursor?: number): string {
@@ -286,7 +287,15 @@ export interface PdsProcess extends AsyncDisposable {
  */
 export async function spawnPds(env: Record<string, string>): Promise<PdsProcess> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net", "--allow-read", "--allow-write", "--allow-env", "pds/main.ts"],
+    args: [
+      "run",
+      `--allow-ffi=${LIBCRYPTO_PATHS.join(",")}`, // as `deno task pds` (OpenSSL signing)
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "pds/main.ts",
+    ],
     cwd: new URL("../../", import.meta.url).pathname,
     env: {
       PDS_PORT: "0",

@@ -24,6 +24,7 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
 
 /** The permissions of `deno task bench` (deno.json), for the benchmark processes. */
 const CHILD_PERMISSIONS = [
+  "--allow-ffi",
   "--allow-net=127.0.0.1,localhost,0.0.0.0",
   "--allow-read",
   "--allow-write",

@@ -1,0 +1,276 @@
+/**
+ * Commit signatures through the system's OpenSSL (`libcrypto.so.3`, by Deno FFI), when the
+ * process may load it. A P-256 signature costs about 40 µs of native code there, against about
+ * 300 µs of BigInt JavaScript in `@noble/curves` (the signing worker's cost on the 2-core bench
+ * machine, plus the garbage it leaves): the largest single cost of a commit.
+ *
+ * The result has exactly the form `shared/keys.ts` `signCompact` gives: ECDSA over SHA-256 of the
+ * message, 64-byte compact `r||s`, low S (OpenSSL's DER signature is converted, and S replaced by
+ * n - S when it is high). Only the nonce differs: OpenSSL draws it at random, where noble derives
+ * it (RFC 6979); atproto verifiers accept either, since both are plain ECDSA.
+ *
+ * Loading is opt-in and fails closed to `@noble/curves`:
+ * - only the absolute paths in {@link LIBCRYPTO_PATHS} are tried, and only those the process
+ *   already has `--allow-ffi` for (no permission prompt);
+ * - a library that loads must pass a self-test (a signature that noble verifies) or is unloaded;
+ * - a signature the library fails to make throws, and the caller signs with noble instead.
+ *
+ * Each account key becomes an OpenSSL key and signing context once (bounded, least recently used
+ * freed first), so a signature is one FFI call.
+ *
+ * @module
+ */
+
+import { sha256 } from "@noble/hashes/sha2.js";
+import { publicKeyFromPrivate, verifyCompact } from "../../shared/keys.ts";
+
+/** Where OpenSSL 3's libcrypto lives on common Linux distributions (Debian, Fedora, Alpine). */
+export const LIBCRYPTO_PATHS = [
+  "/usr/lib/x86_64-linux-gnu/libcrypto.so.3",
+  "/usr/lib/aarch64-linux-gnu/libcrypto.so.3",
+  "/usr/lib64/libcrypto.so.3",
+  "/usr/lib/libcrypto.so.3",
+] as const;
+
+/** Most account keys kept loaded in OpenSSL at once. */
+export const MAX_NATIVE_KEYS = 1_024;
+
+/** `EVP_PKEY_EC` in OpenSSL's headers. */
+const EVP_PKEY_EC = 408;
+/** Longest DER ECDSA P-256 signature (two 33-byte integers and their headers). */
+const MAX_DER_SIG = 72;
+
+const SYMBOLS = {
+  d2i_PrivateKey: { parameters: ["i32", "pointer", "buffer", "i64"], result: "pointer" },
+  EVP_PKEY_CTX_new: { parameters: ["pointer", "pointer"], result: "pointer" },
+  EVP_PKEY_sign_init: { parameters: ["pointer"], result: "i32" },
+  EVP_PKEY_sign: {
+    parameters: ["pointer", "buffer", "buffer", "buffer", "usize"],
+    result: "i32",
+  },
+  EVP_PKEY_CTX_free: { parameters: ["pointer"], result: "void" },
+  EVP_PKEY_free: { parameters: ["pointer"], result: "void" },
+  ERR_clear_error: { parameters: [], result: "void" },
+} as const;
+
+type Lib = Deno.DynamicLibrary<typeof SYMBOLS>;
+
+interface NativeKey {
+  pkey: Deno.PointerObject;
+  ctx: Deno.PointerObject;
+}
+
+/** The curve order n of P-256, big-endian. */
+const ORDER = hexBytes("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
+/** floor(n / 2): S above it is high. */
+const HALF_ORDER = hexBytes("7fffffff800000007fffffffffffffffde737d56d38bcf4279dce5617e3192a8");
+/** SEC1 `ECPrivateKey` DER around a 32-byte scalar, with the P-256 curve OID. */
+const SEC1_PREFIX = hexBytes("30310201010420");
+const SEC1_SUFFIX = hexBytes("a00a06082a8648ce3d030107");
+
+/** Signs with P-256 keys through OpenSSL; {@link open} one, {@link close} it when done. */
+export class NativeP256Signer {
+  readonly #lib: Lib;
+  readonly #path: string;
+  /** Keys by the identity of their private key bytes (the account key cache's objects). */
+  readonly #keys = new Map<Uint8Array, NativeKey>();
+  readonly #sig = new Uint8Array(MAX_DER_SIG);
+  readonly #sigLength = new BigUint64Array(1);
+  readonly #sigLengthBytes = new Uint8Array(this.#sigLength.buffer);
+  #closed = false;
+
+  private constructor(lib: Lib, path: string) {
+    this.#lib = lib;
+    this.#path = path;
+  }
+
+  /**
+   * Loads the first of `paths` that this process may load by FFI and that passes the self-test;
+   * null when none does (no permission, no library, or a failed self-test).
+   */
+  static open(paths: readonly string[] = LIBCRYPTO_PATHS): NativeP256Signer | null {
+    if (typeof Deno?.dlopen !== "function") return null;
+    for (const path of paths) {
+      if (Deno.permissions.querySync({ name: "ffi", path }).state !== "granted") continue;
+      let lib: Lib;
+      try {
+        lib = Deno.dlopen(path, SYMBOLS);
+      } catch {
+        continue; // not there, or not OpenSSL 3
+      }
+      const signer = new NativeP256Signer(lib, path);
+      if (signer.#selfTest()) return signer;
+      signer.close();
+    }
+    return null;
+  }
+
+  /** The library's path. */
+  get path(): string {
+    return this.#path;
+  }
+
+  /** Account keys loaded now (for tests). */
+  get loadedKeys(): number {
+    return this.#keys.size;
+  }
+
+  /**
+   * Returns the 64-byte compact low-S signature over SHA-256(`message`) with the 32-byte
+   * `privateKey`.
+   *
+   * @throws {Error} when OpenSSL refuses the key or fails to sign, or after {@link close}
+   */
+  sign(privateKey: Uint8Array, message: Uint8Array): Uint8Array {
+    if (this.#closed) throw new Error("Native signer is closed");
+    const key = this.#key(privateKey);
+    const digest = sha256(message);
+    this.#sigLength[0] = BigInt(MAX_DER_SIG);
+    const ok = this.#lib.symbols.EVP_PKEY_sign(
+      key.ctx,
+      this.#sig,
+      this.#sigLengthBytes,
+      digest,
+      32n,
+    );
+    if (ok !== 1) {
+      this.#lib.symbols.ERR_clear_error();
+      throw new Error("OpenSSL could not sign");
+    }
+    return compactLowS(this.#sig.subarray(0, Number(this.#sigLength[0])));
+  }
+
+  /** Frees every loaded key and unloads the library. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const key of this.#keys.values()) this.#free(key);
+    this.#keys.clear();
+    this.#lib.close();
+  }
+
+  #key(privateKey: Uint8Array): NativeKey {
+    const hit = this.#keys.get(privateKey);
+    if (hit !== undefined) {
+      // Most recently used last: the first entry is the one to free.
+      this.#keys.delete(privateKey);
+      this.#keys.set(privateKey, hit);
+      return hit;
+    }
+    if (privateKey.length !== 32) throw new Error("Private key must be 32 bytes");
+    // OpenSSL takes 0 (and would make a signature with it): check 0 < d < n here.
+    if (privateKey.every((b) => b === 0) || compareBytes(privateKey, ORDER) >= 0) {
+      throw new Error("Private key is not a P-256 scalar");
+    }
+    const der = new Uint8Array(SEC1_PREFIX.length + 32 + SEC1_SUFFIX.length);
+    der.set(SEC1_PREFIX);
+    der.set(privateKey, SEC1_PREFIX.length);
+    der.set(SEC1_SUFFIX, SEC1_PREFIX.length + 32);
+    // d2i reads through a pointer to the data pointer (and advances it).
+    const cursor = new BigUint64Array([
+      BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(der))),
+    ]);
+    const symbols = this.#lib.symbols;
+    const pkey = symbols.d2i_PrivateKey(
+      EVP_PKEY_EC,
+      null,
+      new Uint8Array(cursor.buffer),
+      BigInt(der.length),
+    );
+    der.fill(0);
+    if (pkey === null) {
+      symbols.ERR_clear_error();
+      throw new Error("OpenSSL refused the private key");
+    }
+    const ctx = symbols.EVP_PKEY_CTX_new(pkey, null);
+    if (ctx === null || symbols.EVP_PKEY_sign_init(ctx) !== 1) {
+      if (ctx !== null) symbols.EVP_PKEY_CTX_free(ctx);
+      symbols.EVP_PKEY_free(pkey);
+      symbols.ERR_clear_error();
+      throw new Error("OpenSSL could not prepare a signing context");
+    }
+    const key = { pkey, ctx };
+    if (this.#keys.size >= MAX_NATIVE_KEYS) {
+      const [oldest, evicted] = this.#keys.entries().next().value!;
+      this.#keys.delete(oldest);
+      this.#free(evicted);
+    }
+    this.#keys.set(privateKey, key);
+    return key;
+  }
+
+  #free(key: NativeKey): void {
+    this.#lib.symbols.EVP_PKEY_CTX_free(key.ctx);
+    this.#lib.symbols.EVP_PKEY_free(key.pkey);
+  }
+
+  /** Signs with a fixed key and checks the result with noble; forgets the key after. */
+  #selfTest(): boolean {
+    const privateKey = new Uint8Array(32).fill(7);
+    const message = new TextEncoder().encode("native signer self-test");
+    try {
+      const sig = this.sign(privateKey, message);
+      return verifyCompact(publicKeyFromPrivate(privateKey), message, sig);
+    } catch {
+      return false;
+    } finally {
+      const key = this.#keys.get(privateKey);
+      if (key !== undefined) this.#free(key);
+      this.#keys.delete(privateKey);
+    }
+  }
+}
+
+/**
+ * Converts a DER ECDSA signature (`30 len 02 rlen r 02 slen s`) to compact `r||s` with low S.
+ *
+ * @throws {Error} when the DER is malformed or an integer does not fit 32 bytes
+ */
+export function compactLowS(der: Uint8Array): Uint8Array {
+  if (der.length < 8 || der[0] !== 0x30 || der[1] !== der.length - 2) {
+    throw new Error("Malformed DER signature");
+  }
+  const out = new Uint8Array(64);
+  const afterR = derInteger(der, 2, out, 0);
+  const afterS = derInteger(der, afterR, out, 32);
+  if (afterS !== der.length) throw new Error("Malformed DER signature");
+  const s = out.subarray(32);
+  if (compareBytes(s, HALF_ORDER) > 0) subtractFromOrder(s);
+  return out;
+}
+
+/** Copies the DER INTEGER at `at` into `out[offset..offset+32)`; returns the offset after it. */
+function derInteger(der: Uint8Array, at: number, out: Uint8Array, offset: number): number {
+  if (der[at] !== 0x02) throw new Error("Malformed DER signature");
+  const length = der[at + 1];
+  let start = at + 2;
+  const end = start + length;
+  if (length === 0 || end > der.length) throw new Error("Malformed DER signature");
+  while (start < end - 1 && der[start] === 0) start++;
+  if (end - start > 32) throw new Error("DER integer too long for P-256");
+  out.set(der.subarray(start, end), offset + 32 - (end - start));
+  return end;
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] !== b[i]) return a[i] - b[i];
+  }
+  return 0;
+}
+
+/** Replaces the 32-byte big-endian `s` by n - s, in place. */
+function subtractFromOrder(s: Uint8Array): void {
+  let borrow = 0;
+  for (let i = 31; i >= 0; i--) {
+    const d = ORDER[i] - s[i] - borrow;
+    borrow = d < 0 ? 1 : 0;
+    s[i] = d & 0xff;
+  }
+}
+
+function hexBytes(hex: string): Uint8Array {
+  const out = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
