@@ -104,6 +104,8 @@ export function isValidMstKey(key: string): boolean {
 
 /** The CID of the empty tree `{e: [], l: null}`. */
 export const EMPTY_TREE_CID: CID = encodeBlock({ e: [], l: null }).cid;
+const EMPTY_TREE_KEY = formatCid(EMPTY_TREE_CID);
+const EMPTY_STORED_NODE: MemNode = { left: null, entries: [], cid: EMPTY_TREE_CID };
 
 /** A copy-on-write MST rooted at a stored (or empty) tree. */
 export class Mst {
@@ -337,6 +339,10 @@ export class Mst {
   async #resolveStored(cid: CID, key: string): Promise<MemNode> {
     const hit = nodeCache.get(key);
     if (hit) return hit;
+    // The empty node (every new repository's first tree) is known without reading it: the
+    // first write of a repository then reads no block, and builds no block index
+    // (`block_store.ts`) that every later commit would grow.
+    if (key === EMPTY_TREE_KEY) return EMPTY_STORED_NODE;
     const bytes = await this.#source.getBlock(cid);
     if (bytes === null) throw new MstError(`MST node ${key} is missing`);
     const node = decodeNode(bytes, cid);

@@ -21,6 +21,7 @@ import { repoRootKey } from "../store/keys.ts";
 import { RepoError } from "./errors.ts";
 import { RepoService, type RepoWrite } from "./repository.ts";
 import { decodeCommit } from "./commit.ts";
+import { indexedRepos } from "./block_store.ts";
 import {
   exportRepoCar,
   getBlocksCar,
@@ -502,5 +503,22 @@ Deno.test("commits with many image references stay within Deno KV's key bytes: g
       assert.match(err.message, /^Commit is too large: .* key bytes; send fewer writes$/);
       return true;
     });
+  });
+});
+
+Deno.test("first posts of new repositories read no blocks, so they build no block index", async () => {
+  await withAnyRepo(async (repo, kv) => {
+    const dids = Array.from({ length: 3 }, (_, i) => `did:plc:${"e".repeat(23)}${i}`);
+    for (const did of dids) await repo.initRepo(did);
+    for (const did of dids) {
+      await repo.applyWrites(did, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: post("first"),
+      }]);
+    }
+    // A by-CID read would have built the repository's block index (block_store.ts), although
+    // the first post's commit replaced (and uncached) the empty node the others still had.
+    assert.deepEqual(indexedRepos(kv), []);
   });
 });
