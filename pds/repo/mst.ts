@@ -105,7 +105,11 @@ export function isValidMstKey(key: string): boolean {
 /** The CID of the empty tree `{e: [], l: null}`. */
 export const EMPTY_TREE_CID: CID = encodeBlock({ e: [], l: null }).cid;
 const EMPTY_TREE_KEY = formatCid(EMPTY_TREE_CID);
-const EMPTY_STORED_NODE: MemNode = { left: null, entries: [], cid: EMPTY_TREE_CID };
+const EMPTY_STORED_NODE: MemNode = Object.freeze({
+  left: null,
+  entries: Object.freeze([]),
+  cid: EMPTY_TREE_CID,
+});
 
 /** A copy-on-write MST rooted at a stored (or empty) tree. */
 export class Mst {

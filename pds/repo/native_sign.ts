@@ -35,13 +35,13 @@ export const LIBCRYPTO_PATHS = [
 /** Most account keys kept loaded in OpenSSL at once. */
 export const MAX_NATIVE_KEYS = 1_024;
 
-/** `EVP_PKEY_EC` in OpenSSL's headers. */
-const EVP_PKEY_EC = 408;
 /** Longest DER ECDSA P-256 signature (two 33-byte integers and their headers). */
 const MAX_DER_SIG = 72;
 
 const SYMBOLS = {
-  d2i_PrivateKey: { parameters: ["i32", "pointer", "buffer", "i64"], result: "pointer" },
+  BIO_new_mem_buf: { parameters: ["buffer", "i32"], result: "pointer" },
+  d2i_PrivateKey_bio: { parameters: ["pointer", "pointer"], result: "pointer" },
+  BIO_free: { parameters: ["pointer"], result: "i32" },
   EVP_PKEY_CTX_new: { parameters: ["pointer", "pointer"], result: "pointer" },
   EVP_PKEY_sign_init: { parameters: ["pointer"], result: "i32" },
   EVP_PKEY_sign: {
@@ -64,16 +64,23 @@ interface NativeKey {
 const ORDER = hexBytes("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
 /** floor(n / 2): S above it is high. */
 const HALF_ORDER = hexBytes("7fffffff800000007fffffffffffffffde737d56d38bcf4279dce5617e3192a8");
-/** SEC1 `ECPrivateKey` DER around a 32-byte scalar, with the P-256 curve OID. */
-const SEC1_PREFIX = hexBytes("30310201010420");
-const SEC1_SUFFIX = hexBytes("a00a06082a8648ce3d030107");
+/**
+ * PKCS#8 `PrivateKeyInfo` DER before a 32-byte P-256 scalar (id-ecPublicKey, prime256v1, and a
+ * SEC1 `ECPrivateKey` without its optional fields).
+ */
+const PKCS8_PREFIX = hexBytes(
+  "308141020100301306072a8648ce3d020106082a8648ce3d030107042730250201010420",
+);
 
 /** Signs with P-256 keys through OpenSSL; {@link open} one, {@link close} it when done. */
 export class NativeP256Signer {
   readonly #lib: Lib;
   readonly #path: string;
-  /** Keys by the identity of their private key bytes (the account key cache's objects). */
-  readonly #keys = new Map<Uint8Array, NativeKey>();
+  /**
+   * Keys by the SHA-256 of the private key (hex): by content, so that no reference to a caller's
+   * key bytes is kept, and bytes changed in place are a different key.
+   */
+  readonly #keys = new Map<string, NativeKey>();
   readonly #sig = new Uint8Array(MAX_DER_SIG);
   readonly #sigLength = new BigUint64Array(1);
   readonly #sigLengthBytes = new Uint8Array(this.#sigLength.buffer);
@@ -150,11 +157,12 @@ export class NativeP256Signer {
   }
 
   #key(privateKey: Uint8Array): NativeKey {
-    const hit = this.#keys.get(privateKey);
+    const id = keyId(privateKey);
+    const hit = this.#keys.get(id);
     if (hit !== undefined) {
       // Most recently used last: the first entry is the one to free.
-      this.#keys.delete(privateKey);
-      this.#keys.set(privateKey, hit);
+      this.#keys.delete(id);
+      this.#keys.set(id, hit);
       return hit;
     }
     if (privateKey.length !== 32) throw new Error("Private key must be 32 bytes");
@@ -162,21 +170,15 @@ export class NativeP256Signer {
     if (privateKey.every((b) => b === 0) || compareBytes(privateKey, ORDER) >= 0) {
       throw new Error("Private key is not a P-256 scalar");
     }
-    const der = new Uint8Array(SEC1_PREFIX.length + 32 + SEC1_SUFFIX.length);
-    der.set(SEC1_PREFIX);
-    der.set(privateKey, SEC1_PREFIX.length);
-    der.set(SEC1_SUFFIX, SEC1_PREFIX.length + 32);
-    // d2i reads through a pointer to the data pointer (and advances it).
-    const cursor = new BigUint64Array([
-      BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(der))),
-    ]);
+    const der = new Uint8Array(PKCS8_PREFIX.length + 32);
+    der.set(PKCS8_PREFIX);
+    der.set(privateKey, PKCS8_PREFIX.length);
+    // A memory BIO reads the DER where it is: no pointer is made in JavaScript, which Deno
+    // allows only with unscoped --allow-ffi (the tasks grant the library's paths only).
     const symbols = this.#lib.symbols;
-    const pkey = symbols.d2i_PrivateKey(
-      EVP_PKEY_EC,
-      null,
-      new Uint8Array(cursor.buffer),
-      BigInt(der.length),
-    );
+    const bio = symbols.BIO_new_mem_buf(der, der.length);
+    const pkey = bio === null ? null : symbols.d2i_PrivateKey_bio(bio, null);
+    if (bio !== null) symbols.BIO_free(bio);
     der.fill(0);
     if (pkey === null) {
       symbols.ERR_clear_error();
@@ -195,7 +197,7 @@ export class NativeP256Signer {
       this.#keys.delete(oldest);
       this.#free(evicted);
     }
-    this.#keys.set(privateKey, key);
+    this.#keys.set(id, key);
     return key;
   }
 
@@ -214,9 +216,10 @@ export class NativeP256Signer {
     } catch {
       return false;
     } finally {
-      const key = this.#keys.get(privateKey);
+      const id = keyId(privateKey);
+      const key = this.#keys.get(id);
       if (key !== undefined) this.#free(key);
-      this.#keys.delete(privateKey);
+      this.#keys.delete(id);
     }
   }
 }
@@ -251,6 +254,14 @@ function derInteger(der: Uint8Array, at: number, out: Uint8Array, offset: number
   out.set(der.subarray(start, end), offset + 32 - (end - start));
   return end;
 }
+
+function keyId(privateKey: Uint8Array): string {
+  let hex = "";
+  for (const b of sha256(privateKey)) hex += HEX[b];
+  return hex;
+}
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   for (let i = 0; i < a.length; i++) {

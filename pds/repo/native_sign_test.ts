@@ -101,17 +101,57 @@ Deno.test("NativeP256Signer.open gives null for libraries it may not or cannot l
   if (libc !== undefined) assert.equal(NativeP256Signer.open([libc]), null);
 });
 
-Deno.test("the account host's tasks may load exactly the libcrypto paths the signer tries", async () => {
+/** The first listed libcrypto that exists on this machine, or null. */
+function installedLibcrypto(): string | null {
+  for (const path of LIBCRYPTO_PATHS) {
+    try {
+      if (Deno.statSync(path).isFile) return path;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+Deno.test("with exactly the pds task's permissions, the signer loads the installed OpenSSL and signs", async () => {
   const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
   const flag = `--allow-ffi=${LIBCRYPTO_PATHS.join(",")}`;
   for (const task of ["pds", "dev", "compile:pds"]) {
     assert.ok(config.tasks[task].split(" ").includes(flag), `task ${task} has ${flag}`);
   }
+  // Deno refuses some FFI calls under a path-scoped grant that an unscoped one (as the test
+  // task's) allows: run the signer in a process that has the pds task's grant only.
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
+      flag,
+      new URL("./_native_sign_probe.ts", import.meta.url).pathname,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const probe = JSON.parse(new TextDecoder().decode(out.stdout));
+  const installed = installedLibcrypto();
+  if (installed === null) {
+    console.log(`native_sign_test: no OpenSSL 3 at ${LIBCRYPTO_PATHS.join(", ")}; noble signs`);
+  }
+  assert.deepEqual(
+    probe,
+    installed === null ? { path: null, verified: null } : {
+      path: installed,
+      verified: true,
+    },
+  );
 });
 
 // With OpenSSL (the test task grants --allow-ffi; skipped where libcrypto 3 is absent).
 
 const native = NativeP256Signer.open();
+if (native === null && installedLibcrypto() !== null) {
+  throw new Error(`OpenSSL 3 is at ${installedLibcrypto()} but the native signer did not load`);
+}
 if (native === null) {
   console.log(`native_sign_test: no OpenSSL 3 at ${LIBCRYPTO_PATHS.join(", ")}; skipping`);
 }
