@@ -19,13 +19,32 @@ export const CORS_ALLOW_HEADERS: readonly string[] = ["Authorization", "Content-
 /** How long a browser may cache a preflight answer, seconds. */
 export const CORS_MAX_AGE_SECONDS = 600;
 
-/** CORS middleware for `origins` (`AppviewConfig.corsOrigins`; null means every origin). */
+/**
+ * CORS middleware for `origins` (`AppviewConfig.corsOrigins`; null means every origin).
+ * Preflights go to Hono's `cors()`; every other request gets the same headers through
+ * `c.header()`, before the handler runs. (`cors()` writes them on `c.res` then, and Hono copies
+ * each response into a new one around its body stream: every response body became a JavaScript
+ * stream, CPU and garbage on every request.)
+ */
 export function corsMiddleware(origins: readonly string[] | null): MiddlewareHandler {
   const allowed = origins === null ? null : new Set(origins);
-  return cors({
+  const preflight = cors({
     origin: allowed === null ? "*" : (origin) => (allowed.has(origin) ? origin : null),
     allowMethods: [...CORS_ALLOW_METHODS],
     allowHeaders: [...CORS_ALLOW_HEADERS],
     maxAge: CORS_MAX_AGE_SECONDS,
   });
+  return (c, next) => {
+    if (c.req.method === "OPTIONS") return preflight(c, next);
+    if (allowed === null) {
+      c.header("Access-Control-Allow-Origin", "*");
+    } else {
+      const origin = c.req.header("origin");
+      if (origin !== undefined && allowed.has(origin)) {
+        c.header("Access-Control-Allow-Origin", origin);
+      }
+      c.header("Vary", "Origin", { append: true });
+    }
+    return next();
+  };
 }

@@ -96,3 +96,18 @@ Deno.test("CORS with an empty list allows no origin", async () => {
   assert.equal(res.headers.get("access-control-allow-origin"), null);
   await res.body?.cancel();
 });
+
+Deno.test("CORS hands the handler's response on as it is: not copied around a body stream", async () => {
+  for (const origins of [null, [APP_ORIGIN]]) {
+    const a = app(origins);
+    const made: { res?: Response } = {};
+    a.get("/api/made", (c) => (made.res = c.json({ ok: true })));
+    const res = await a.request("/api/made", { headers: { origin: APP_ORIGIN } });
+    assert.ok(res === made.res, `origins ${JSON.stringify(origins)}`);
+    assert.equal(
+      res.headers.get("access-control-allow-origin"),
+      origins === null ? "*" : APP_ORIGIN,
+    );
+    assert.deepEqual(await res.json(), { ok: true });
+  }
+});
