@@ -166,7 +166,15 @@ Deno.test("two account-host processes writing to one KV file at the same time bo
   const [fromA, fromB] = await Promise.all([
     writePosts(a.url, writersA, 100, { prefix: "via a" }),
     writePosts(b.url, writersB, 100, { prefix: "via b" }),
-  ]);
+  ]).catch((err) => {
+    // A failed write answers 500 with no detail: the hosts' logs say what happened.
+    const errors = (lines: readonly string[]) =>
+      lines.filter((l) => /"level":"(error|warn)"/.test(l));
+    throw new Error(
+      `${(err as Error).message}\nhost A logged:\n${errors(a.lines).join("\n")}\n` +
+        `host B logged:\n${errors(b.lines).join("\n")}`,
+    );
+  });
   assert.equal(fromA.size, 100);
   assert.equal(fromB.size, 100);
   const head = await readHeadSeq(a.ctx.kv);
