@@ -47,6 +47,33 @@ Deno.test("the account host answers every origin: success, error, not found and 
   assert.equal(unknown.headers.get("access-control-allow-origin"), "*");
   await unknown.body?.cancel();
 
+  // Answers the handlers build themselves, not through Hono's helpers: a blob, a CAR, a HEAD.
+  const uploaded = await fetch(`${pds.url}/xrpc/com.atproto.repo.uploadBlob`, {
+    method: "POST",
+    headers: { ...origin, "content-type": "image/png", authorization: `Bearer ${alice.accessJwt}` },
+    body: new Uint8Array([1, 2, 3]),
+  });
+  assert.equal(uploaded.status, 200);
+  assert.equal(uploaded.headers.get("access-control-allow-origin"), "*");
+  const cid = (await uploaded.json()).blob.ref.$link;
+  const blob = await fetch(
+    `${pds.url}/xrpc/com.atproto.sync.getBlob?did=${alice.did}&cid=${cid}`,
+    { headers: origin },
+  );
+  assert.equal(blob.status, 200);
+  assert.equal(blob.headers.get("access-control-allow-origin"), "*");
+  assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), new Uint8Array([1, 2, 3]));
+  for (const method of ["GET", "HEAD"]) {
+    const car = await fetch(`${pds.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`, {
+      method,
+      headers: origin,
+    });
+    assert.equal(car.status, 200, method);
+    assert.equal(car.headers.get("content-type"), "application/vnd.ipld.car", method);
+    assert.equal(car.headers.get("access-control-allow-origin"), "*", method);
+    await car.body?.cancel();
+  }
+
   // A preflight.
   const preflight = await fetch(`${pds.url}/xrpc/com.atproto.repo.createRecord`, {
     method: "OPTIONS",

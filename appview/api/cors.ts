@@ -21,10 +21,10 @@ export const CORS_MAX_AGE_SECONDS = 600;
 
 /**
  * CORS middleware for `origins` (`AppviewConfig.corsOrigins`; null means every origin).
- * Preflights go to Hono's `cors()`; every other request gets the same headers through
- * `c.header()`, before the handler runs. (`cors()` writes them on `c.res` then, and Hono copies
- * each response into a new one around its body stream: every response body became a JavaScript
- * stream, CPU and garbage on every request.)
+ * Preflights go to Hono's `cors()`; on every other request the same headers are set on the
+ * handler's response as it is, after it ran. (`cors()` writes them on `c.res` before the handler,
+ * and Hono then copies each response into a new one around its body stream: every response body
+ * became a JavaScript stream, CPU and garbage on every request.)
  */
 export function corsMiddleware(origins: readonly string[] | null): MiddlewareHandler {
   const allowed = origins === null ? null : new Set(origins);
@@ -34,17 +34,19 @@ export function corsMiddleware(origins: readonly string[] | null): MiddlewareHan
     allowHeaders: [...CORS_ALLOW_HEADERS],
     maxAge: CORS_MAX_AGE_SECONDS,
   });
-  return (c, next) => {
+  return async (c, next) => {
     if (c.req.method === "OPTIONS") return preflight(c, next);
+    await next();
+    if (c.res.status === 101) return;
+    const headers = c.res.headers;
     if (allowed === null) {
-      c.header("Access-Control-Allow-Origin", "*");
-    } else {
-      const origin = c.req.header("origin");
-      if (origin !== undefined && allowed.has(origin)) {
-        c.header("Access-Control-Allow-Origin", origin);
-      }
-      c.header("Vary", "Origin", { append: true });
+      headers.set("Access-Control-Allow-Origin", "*");
+      return;
     }
-    return next();
+    const origin = c.req.header("origin");
+    if (origin !== undefined && allowed.has(origin)) {
+      headers.set("Access-Control-Allow-Origin", origin);
+    }
+    headers.append("Vary", "Origin");
   };
 }
