@@ -167,9 +167,10 @@ Deno.test("two account-host processes writing to one KV file at the same time bo
     writePosts(a.url, writersA, 100, { prefix: "via a" }),
     writePosts(b.url, writersB, 100, { prefix: "via b" }),
   ]).catch((err) => {
-    // A failed write answers 500 with no detail: the hosts' logs say what happened.
+    // A failed write answers 500 with no detail: the hosts' logs (warnings, errors, and any
+    // line that is not JSON, such as a panic) say what happened.
     const errors = (lines: readonly string[]) =>
-      lines.filter((l) => /"level":"(error|warn)"/.test(l));
+      lines.filter((l) => /"level":"(error|warn)"/.test(l) || !l.startsWith("{"));
     throw new Error(
       `${(err as Error).message}\nhost A logged:\n${errors(a.lines).join("\n")}\n` +
         `host B logged:\n${errors(b.lines).join("\n")}`,
