@@ -13,12 +13,15 @@ import { XrpcError } from "./errors.ts";
 export const MAX_JSON_BODY_BYTES = 1_000_000;
 
 /** Reads a request body of at most `maxBytes` bytes; throws 413 `PayloadTooLarge` past it. */
-export function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
+export async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
   const declared = c.req.header("content-length");
-  if (declared !== undefined && Number(declared) > maxBytes) {
-    return Promise.reject(tooLarge(maxBytes));
+  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  // A declared length within the limit: the server ends the body there, so it is read in one
+  // go (no JavaScript stream). Without one (chunked), it is counted as it streams in.
+  if (declared !== undefined && /^\d{1,15}$/.test(declared)) {
+    return new Uint8Array(await c.req.raw.arrayBuffer());
   }
-  return readStreamLimited(c.req.raw.body, maxBytes, () => tooLarge(maxBytes));
+  return await readStreamLimited(c.req.raw.body, maxBytes, () => tooLarge(maxBytes));
 }
 
 /**
