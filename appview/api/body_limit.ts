@@ -39,7 +39,7 @@ export function limitBody(maxBytes: number, tooLarge: () => Error): MiddlewareHa
  * The request's declared body length: `Content-Length` without `Transfer-Encoding`; a repeated
  * header arrives as a list, usable when all its values agree. Null otherwise.
  */
-function declaredLength(headers: Headers): number | null {
+export function declaredLength(headers: Headers): number | null {
   const value = headers.get("content-length");
   if (value === null || headers.has("transfer-encoding")) return null;
   const values = new Set(value.split(",").map((v) => v.trim()));

@@ -22,6 +22,7 @@ import type { AppviewContext } from "../context.ts";
 import { applyPush } from "../ingest/push.ts";
 import { readStreamLimited } from "../../shared/bytes.ts";
 import { ApiError, errorBody, invalidRequest } from "./errors.ts";
+import { declaredLength } from "./body_limit.ts";
 
 /** Path of the push endpoint. */
 export const INGEST_COMMIT_PATH = "/internal/ingest-commit";
@@ -86,10 +87,12 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /** Reads the request body, failing with 413 past `maxBytes` without buffering more. */
 async function readBounded(req: Request, maxBytes: number): Promise<Uint8Array> {
-  const declared = req.headers.get("content-length");
-  if (declared !== null && Number(declared) > maxBytes) {
+  const declared = declaredLength(req.headers);
+  if (declared !== null && declared > maxBytes) {
     await req.body?.cancel().catch(() => {});
     throw tooLarge(maxBytes);
   }
+  // The server ends a body at its declared length: one read, without a JavaScript stream.
+  if (declared !== null) return new Uint8Array(await req.arrayBuffer());
   return readStreamLimited(req.body, maxBytes, () => tooLarge(maxBytes));
 }
