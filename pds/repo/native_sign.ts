@@ -191,6 +191,8 @@ export class NativeP256Signer {
       symbols.ERR_clear_error();
       throw new Error("OpenSSL could not prepare a signing context");
     }
+    // Decoding may leave notes in the thread's OpenSSL error queue even when it succeeds.
+    symbols.ERR_clear_error();
     const key = { pkey, ctx };
     if (this.#keys.size >= MAX_NATIVE_KEYS) {
       const [oldest, evicted] = this.#keys.entries().next().value!;
