@@ -22,6 +22,7 @@
  */
 
 import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js";
 import { publicKeyFromPrivate, verifyCompact } from "../../shared/keys.ts";
 
 /** Where OpenSSL 3's libcrypto lives on common Linux distributions (Debian, Fedora, Alpine). */
@@ -61,14 +62,14 @@ interface NativeKey {
 }
 
 /** The curve order n of P-256, big-endian. */
-const ORDER = hexBytes("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
+const ORDER = hexToBytes("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
 /** floor(n / 2): S above it is high. */
-const HALF_ORDER = hexBytes("7fffffff800000007fffffffffffffffde737d56d38bcf4279dce5617e3192a8");
+const HALF_ORDER = hexToBytes("7fffffff800000007fffffffffffffffde737d56d38bcf4279dce5617e3192a8");
 /**
  * PKCS#8 `PrivateKeyInfo` DER before a 32-byte P-256 scalar (id-ecPublicKey, prime256v1, and a
  * SEC1 `ECPrivateKey` without its optional fields).
  */
-const PKCS8_PREFIX = hexBytes(
+const PKCS8_PREFIX = hexToBytes(
   "308141020100301306072a8648ce3d020106082a8648ce3d030107042730250201010420",
 );
 
@@ -258,12 +259,8 @@ function derInteger(der: Uint8Array, at: number, out: Uint8Array, offset: number
 }
 
 function keyId(privateKey: Uint8Array): string {
-  let hex = "";
-  for (const b of sha256(privateKey)) hex += HEX[b];
-  return hex;
+  return bytesToHex(sha256(privateKey));
 }
-
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   for (let i = 0; i < a.length; i++) {
@@ -280,10 +277,4 @@ function subtractFromOrder(s: Uint8Array): void {
     borrow = d < 0 ? 1 : 0;
     s[i] = d & 0xff;
   }
-}
-
-function hexBytes(hex: string): Uint8Array {
-  const out = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
-  return out;
 }
