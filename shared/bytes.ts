@@ -1,6 +1,6 @@
 /**
- * Byte helpers both servers use: joining chunks, and reading a stream up to a limit. Only
- * web-standard APIs (`ReadableStream`), no Deno APIs.
+ * Byte helpers both servers use: joining chunks, reading a stream up to a limit, and a request's
+ * declared body length. Only web-standard APIs (`ReadableStream`, `Headers`), no Deno APIs.
  *
  * @module
  */
@@ -48,4 +48,17 @@ export async function readStreamLimited(
     chunks.push(value);
   }
   return chunks.length === 0 ? new Uint8Array(0) : concatBytes(chunks);
+}
+
+/**
+ * The request's declared body length: `Content-Length` without `Transfer-Encoding`; a repeated
+ * header arrives as a list, usable when all its values agree. Null otherwise.
+ */
+export function declaredLength(headers: Headers): number | null {
+  const value = headers.get("content-length");
+  if (value === null || headers.has("transfer-encoding")) return null;
+  const values = new Set(value.split(",").map((v) => v.trim()));
+  if (values.size !== 1) return null;
+  const [only] = values;
+  return /^\d+$/.test(only) ? Number(only) : null;
 }

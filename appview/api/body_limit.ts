@@ -11,7 +11,7 @@
  */
 
 import type { MiddlewareHandler } from "hono";
-import { readStreamLimited } from "../../shared/bytes.ts";
+import { declaredLength, readStreamLimited } from "../../shared/bytes.ts";
 
 /** Refuses bodies over `maxBytes` with the error `tooLarge()` returns. */
 export function limitBody(maxBytes: number, tooLarge: () => Error): MiddlewareHandler {
@@ -33,17 +33,4 @@ export function limitBody(maxBytes: number, tooLarge: () => Error): MiddlewareHa
     });
     return next();
   };
-}
-
-/**
- * The request's declared body length: `Content-Length` without `Transfer-Encoding`; a repeated
- * header arrives as a list, usable when all its values agree. Null otherwise.
- */
-export function declaredLength(headers: Headers): number | null {
-  const value = headers.get("content-length");
-  if (value === null || headers.has("transfer-encoding")) return null;
-  const values = new Set(value.split(",").map((v) => v.trim()));
-  if (values.size !== 1) return null;
-  const [only] = values;
-  return /^\d+$/.test(only) ? Number(only) : null;
 }

@@ -20,9 +20,8 @@ import { Hono } from "hono";
 import { OpsError } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
 import { applyPush } from "../ingest/push.ts";
-import { readStreamLimited } from "../../shared/bytes.ts";
+import { declaredLength, readStreamLimited } from "../../shared/bytes.ts";
 import { ApiError, errorBody, invalidRequest } from "./errors.ts";
-import { declaredLength } from "./body_limit.ts";
 
 /** Path of the push endpoint. */
 export const INGEST_COMMIT_PATH = "/internal/ingest-commit";

@@ -6,7 +6,7 @@
  */
 
 import type { Context } from "hono";
-import { readStreamLimited } from "../../shared/bytes.ts";
+import { declaredLength, readStreamLimited } from "../../shared/bytes.ts";
 import { XrpcError } from "./errors.ts";
 
 /** Default limit of a JSON procedure body (the reference PDS's JSON limit). */
@@ -14,13 +14,11 @@ export const MAX_JSON_BODY_BYTES = 1_000_000;
 
 /** Reads a request body of at most `maxBytes` bytes; throws 413 `PayloadTooLarge` past it. */
 export async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
-  const declared = c.req.header("content-length");
-  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  const declared = declaredLength(c.req.raw.headers);
+  if (declared !== null && declared > maxBytes) throw tooLarge(maxBytes);
   // A declared length within the limit: the server ends the body there, so it is read in one
   // go (no JavaScript stream). Without one (chunked), it is counted as it streams in.
-  if (declared !== undefined && /^\d{1,15}$/.test(declared)) {
-    return new Uint8Array(await c.req.raw.arrayBuffer());
-  }
+  if (declared !== null) return new Uint8Array(await c.req.raw.arrayBuffer());
   return await readStreamLimited(c.req.raw.body, maxBytes, () => tooLarge(maxBytes));
 }
 
