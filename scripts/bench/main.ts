@@ -22,8 +22,18 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
   { name: "query", module: "./query_bench.ts", fn: "benchQueries" },
 ];
 
+/**
+ * The V8 flags of the server tasks (deno.json: `pds`, `appview`, `dev`, ...), given to every
+ * benchmark process so that each measures its server as those tasks run it. Concurrent marking
+ * is off: on a 2-core box, V8's marking threads took the cores the main thread and KV's SQLite
+ * writer were using, and each major GC of the account host became a burst of createRecord
+ * latency (p99 at 1,000/s passed 25 ms in 3 of 16 runs with it, 10 of 16 without; spec 4.1,
+ * DESIGN.md section 8). The marking is done in small steps on the main thread instead.
+ */
+export const SERVER_V8_FLAGS: readonly string[] = ["--v8-flags=--no-concurrent-marking"];
+
 /** The permissions of `deno task bench` (deno.json), for the benchmark processes. */
-const CHILD_PERMISSIONS = [
+export const CHILD_PERMISSIONS: readonly string[] = [
   "--allow-ffi",
   "--allow-net=127.0.0.1,localhost,0.0.0.0",
   "--allow-read",
@@ -45,17 +55,23 @@ async function child(name: string): Promise<number> {
   return 0;
 }
 
+/** The `deno` arguments of the process that runs benchmark `name`. */
+export function childArgs(name: string): string[] {
+  return [
+    "run",
+    `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
+    ...SERVER_V8_FLAGS,
+    ...CHILD_PERMISSIONS,
+    new URL(import.meta.url).pathname,
+    "--child",
+    name,
+  ];
+}
+
 /** Runs one benchmark in a new process; its progress goes to stderr as it runs. */
 async function runIsolated(name: string): Promise<BenchResult[]> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
-      ...CHILD_PERMISSIONS,
-      new URL(import.meta.url).pathname,
-      "--child",
-      name,
-    ],
+    args: childArgs(name),
     stdin: "null",
     stdout: "piped",
     stderr: "inherit",

@@ -20,8 +20,8 @@
  * the end-to-end latency seen by the client, the server records each request's handler time
  * (routing, queries, presenting, JSON), so queueing and HTTP cost can be told from query cost.
  *
- * Run alone: `deno run -A scripts/bench/query_bench.ts` (`QUERY_BENCH_INGEST_OPS=0` measures the
- * queries without the background ingest).
+ * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/query_bench.ts`
+ * (`QUERY_BENCH_INGEST_OPS=0` measures the queries without the background ingest).
  */
 
 import { actorIdSql } from "../../appview/db/schema.ts";

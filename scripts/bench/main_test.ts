@@ -1,0 +1,48 @@
+/**
+ * The benchmark processes run as the server tasks do (spec 4.1 and 6.3 budgets, DESIGN.md
+ * section 8): with the same V8 flags, and with the bench task's permissions.
+ */
+
+import assert from "node:assert/strict";
+import { CHILD_PERMISSIONS, childArgs, SERVER_V8_FLAGS } from "./main.ts";
+
+const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
+const SERVER_TASKS = ["dev", "pds", "appview", "consumer:local", "consumer:public", "handle-sync"];
+
+Deno.test("every server task runs V8 with the flags the benchmarks run with", () => {
+  assert.deepEqual(SERVER_V8_FLAGS, ["--v8-flags=--no-concurrent-marking"]);
+  for (const task of [...SERVER_TASKS, "compile:pds"]) {
+    const words = config.tasks[task].split(" ");
+    for (const flag of SERVER_V8_FLAGS) assert.ok(words.includes(flag), `task ${task} has ${flag}`);
+  }
+});
+
+Deno.test("a benchmark process gets the server V8 flags and the bench task's permissions", () => {
+  const args = childArgs("commits");
+  for (const flag of SERVER_V8_FLAGS) assert.ok(args.includes(flag), flag);
+  const benchTask: string[] = config.tasks.bench.split(" ");
+  const taskPermissions = benchTask.filter((w) => w.startsWith("--allow-"));
+  assert.deepEqual([...CHILD_PERMISSIONS], taskPermissions);
+  assert.deepEqual(args.slice(-2), ["--child", "commits"]);
+});
+
+Deno.test("V8 accepts the server flags (a misspelt flag stops deno before the program)", async () => {
+  const probe = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(probe, 'console.log("started");\n');
+    const run = (flags: readonly string[]) =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["run", "--no-config", ...flags, probe],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+    const ok = await run(SERVER_V8_FLAGS);
+    assert.equal(ok.code, 0, new TextDecoder().decode(ok.stderr));
+    assert.equal(new TextDecoder().decode(ok.stdout), "started\n");
+    const bad = await run(["--v8-flags=--no-concurrent-markingg"]);
+    assert.equal(bad.code, 1);
+    assert.match(new TextDecoder().decode(bad.stderr), /did not recognize flag/);
+  } finally {
+    await Deno.remove(probe);
+  }
+});
