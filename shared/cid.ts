@@ -1,6 +1,9 @@
 /**
  * CIDs as atproto uses them: CIDv1, sha-256, codec dag-cbor (records, commits, MST nodes) or
- * raw (blobs), written as base32 `b...` strings. Hashing is synchronous (`@noble/hashes`).
+ * raw (blobs), written as base32 `b...` strings. Hashing is synchronous: `@noble/hashes`, or a
+ * native SHA-256 a server installs with {@linkcode useNativeSha256} (the account host installs
+ * OpenSSL's: about 0.9 µs for a 300-byte block instead of about 4.5 µs, for every record, MST node
+ * and commit it writes).
  *
  * @module
  */
@@ -33,6 +36,40 @@ export class CidError extends Error {
   }
 }
 
+/** A native SHA-256: writes the digest of `data` into `out` (32 bytes); false when it cannot. */
+export type Sha256Into = (data: Uint8Array, out: Uint8Array) => boolean;
+
+let nativeSha256: Sha256Into | null = null;
+
+/**
+ * Makes CIDs hash with `impl` from now on, in this process, once it gives `@noble/hashes`' digest
+ * of a few known inputs; `null` goes back to `@noble/hashes`. A call of `impl` that answers false
+ * falls back to `@noble/hashes` for that digest. Returns whether `impl` is in use.
+ */
+export function useNativeSha256(impl: Sha256Into | null): boolean {
+  if (impl !== null) {
+    for (const len of [0, 3, 55, 64, 300, 4100]) {
+      const data = new Uint8Array(len).map((_, i) => (i * 31 + len) & 0xff);
+      const out = new Uint8Array(SHA256_BYTES);
+      let ok = false;
+      try {
+        ok = impl(data, out);
+      } catch {
+        ok = false;
+      }
+      const want = sha256(data);
+      if (!ok || out.some((b, i) => b !== want[i])) return false;
+    }
+  }
+  nativeSha256 = impl;
+  return impl !== null;
+}
+
+/** The native SHA-256 CIDs hash with now; null when `@noble/hashes` does. */
+export function nativeSha256InUse(): Sha256Into | null {
+  return nativeSha256;
+}
+
 /** CIDv1 (dag-cbor, sha-256) of DAG-CBOR bytes, computed synchronously. */
 export function cidForCbor(bytes: Uint8Array): CID {
   return sha256Cid(CODEC_DAG_CBOR, bytes);
@@ -57,7 +94,9 @@ function sha256Cid(codec: number, bytes: Uint8Array): CID {
   out[2] = HASH_SHA256;
   out[3] = SHA256_BYTES;
   const digest = out.subarray(4);
-  sha256.create().update(bytes).digestInto(digest);
+  if (nativeSha256 === null || !nativeSha256(bytes, digest)) {
+    sha256.create().update(bytes).digestInto(digest);
+  }
   return new CID(1, codec, new Digest(HASH_SHA256, SHA256_BYTES, digest, out.subarray(2)), out);
 }
 

@@ -10,7 +10,9 @@ import {
   CODEC_RAW,
   encodeBlock,
   formatCid,
+  nativeSha256InUse,
   parseCid,
+  useNativeSha256,
   verifyCid,
 } from "./cid.ts";
 import { encodeCbor } from "./cbor.ts";
@@ -122,4 +124,70 @@ Deno.test("cidForCbor and cidForRaw equal the library's CIDs, byte for byte and 
       assert.equal(actual.bytes.buffer.byteLength, 36);
     }
   }
+});
+
+Deno.test("useNativeSha256: a correct digest is used for CIDs, a wrong one is refused, false falls back", () => {
+  const block = encodeCbor({ text: "hashed natively", n: 7 });
+  const expected = formatCid(cidForCbor(block));
+  const before = nativeSha256InUse();
+  useNativeSha256(null);
+  let calls = 0;
+  const correct = (data: Uint8Array, out: Uint8Array) => {
+    calls++;
+    out.set(sha256(data));
+    return true;
+  };
+  try {
+    assert.equal(useNativeSha256(correct), true);
+    calls = 0;
+    assert.equal(formatCid(cidForCbor(block)), expected);
+    assert.equal(formatCid(encodeBlock({ e: [], l: null }).cid), EMPTY_MST);
+    assert.equal(calls, 2);
+
+    // Wrong digests (here: one byte off for inputs of 64 bytes) are refused and change nothing.
+    const wrong = (data: Uint8Array, out: Uint8Array) => {
+      out.set(sha256(data));
+      if (data.length === 64) out[0] ^= 1;
+      return true;
+    };
+    assert.equal(useNativeSha256(wrong), false);
+    calls = 0;
+    assert.equal(formatCid(cidForCbor(block)), expected);
+    assert.equal(calls, 1, "the correct implementation stays in use");
+
+    // An implementation that throws during the check is refused too.
+    assert.equal(
+      useNativeSha256(() => {
+        throw new Error("no library");
+      }),
+      false,
+    );
+
+    // One that answers false (say, once closed) leaves the digest to @noble/hashes.
+    let refusals = 0;
+    const closed = (data: Uint8Array, out: Uint8Array) => {
+      if (refusals === -1) {
+        out.set(sha256(data));
+        return true;
+      }
+      refusals++;
+      return false;
+    };
+    refusals = -1;
+    assert.equal(useNativeSha256(closed), true);
+    refusals = 0;
+    assert.equal(formatCid(cidForCbor(block)), expected);
+    assert.equal(
+      formatCid(cidForRaw(block)),
+      formatCid(CID.createV1(CODEC_RAW, createDigest(0x12, sha256(block)))),
+    );
+    assert.equal(refusals, 2);
+  } finally {
+    useNativeSha256(null);
+  }
+  calls = 0;
+  assert.equal(formatCid(cidForCbor(block)), expected);
+  assert.equal(calls, 0, "null goes back to @noble/hashes");
+  assert.equal(nativeSha256InUse(), null);
+  useNativeSha256(before);
 });

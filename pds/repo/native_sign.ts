@@ -21,7 +21,6 @@
  * @module
  */
 
-import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js";
 import { publicKeyFromPrivate, verifyCompact } from "../../shared/keys.ts";
 
@@ -52,6 +51,9 @@ const SYMBOLS = {
   EVP_PKEY_CTX_free: { parameters: ["pointer"], result: "void" },
   EVP_PKEY_free: { parameters: ["pointer"], result: "void" },
   ERR_clear_error: { parameters: [], result: "void" },
+  // Returns its `md` argument, which the caller already has: declared void, so no pointer
+  // object is made per call.
+  SHA256: { parameters: ["buffer", "usize", "buffer"], result: "void" },
 } as const;
 
 type Lib = Deno.DynamicLibrary<typeof SYMBOLS>;
@@ -85,6 +87,8 @@ export class NativeP256Signer {
   readonly #sig = new Uint8Array(MAX_DER_SIG);
   readonly #sigLength = new BigUint64Array(1);
   readonly #sigLengthBytes = new Uint8Array(this.#sigLength.buffer);
+  readonly #digest = new Uint8Array(32);
+  readonly #keyDigest = new Uint8Array(32);
   #closed = false;
 
   private constructor(lib: Lib, path: string) {
@@ -132,7 +136,8 @@ export class NativeP256Signer {
   sign(privateKey: Uint8Array, message: Uint8Array): Uint8Array {
     if (this.#closed) throw new Error("Native signer is closed");
     const key = this.#key(privateKey);
-    const digest = sha256(message);
+    const digest = this.#digest;
+    this.#lib.symbols.SHA256(message, BigInt(message.length), digest);
     this.#sigLength[0] = BigInt(MAX_DER_SIG);
     const ok = this.#lib.symbols.EVP_PKEY_sign(
       key.ctx,
@@ -148,6 +153,16 @@ export class NativeP256Signer {
     return compactLowS(this.#sig.subarray(0, Number(this.#sigLength[0])));
   }
 
+  /**
+   * Writes SHA-256(`data`) into `out` (32 bytes) with OpenSSL; false once the signer is closed
+   * (the shape `useNativeSha256` in `shared/cid.ts` takes).
+   */
+  sha256Into(data: Uint8Array, out: Uint8Array): boolean {
+    if (this.#closed || out.length !== 32) return false;
+    this.#lib.symbols.SHA256(data, BigInt(data.length), out);
+    return true;
+  }
+
   /** Frees every loaded key and unloads the library. */
   close(): void {
     if (this.#closed) return;
@@ -157,8 +172,14 @@ export class NativeP256Signer {
     this.#lib.close();
   }
 
+  /** The cache key of a private key: its SHA-256, in hex. */
+  #keyId(privateKey: Uint8Array): string {
+    this.#lib.symbols.SHA256(privateKey, BigInt(privateKey.length), this.#keyDigest);
+    return bytesToHex(this.#keyDigest);
+  }
+
   #key(privateKey: Uint8Array): NativeKey {
-    const id = keyId(privateKey);
+    const id = this.#keyId(privateKey);
     const hit = this.#keys.get(id);
     if (hit !== undefined) {
       // Most recently used last: the first entry is the one to free.
@@ -219,7 +240,7 @@ export class NativeP256Signer {
     } catch {
       return false;
     } finally {
-      const id = keyId(privateKey);
+      const id = this.#keyId(privateKey);
       const key = this.#keys.get(id);
       if (key !== undefined) this.#free(key);
       this.#keys.delete(id);
@@ -256,10 +277,6 @@ function derInteger(der: Uint8Array, at: number, out: Uint8Array, offset: number
   if (end - start > 32) throw new Error("DER integer too long for P-256");
   out.set(der.subarray(start, end), offset + 32 - (end - start));
   return end;
-}
-
-function keyId(privateKey: Uint8Array): string {
-  return bytesToHex(sha256(privateKey));
 }
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { p256 } from "@noble/curves/nist.js";
+import { sha256 } from "@noble/hashes/sha2.js";
 import { publicKeyFromPrivate, signCompact, verifyCompact } from "../../shared/keys.ts";
 import { compactLowS, LIBCRYPTO_PATHS, MAX_NATIVE_KEYS, NativeP256Signer } from "./native_sign.ts";
-import { CommitSigner } from "./signer.ts";
+import { CommitSigner, commitSigner } from "./signer.ts";
+import { cidForCbor, formatCid, nativeSha256InUse } from "../../shared/cid.ts";
 
 const ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
 
@@ -170,6 +172,41 @@ Deno.test({
       assert.equal(verifyCompact(publicKey, messageOf(i + 1), sig), false, `other message ${i}`);
     }
   },
+});
+
+Deno.test({
+  name: "OpenSSL's SHA-256 gives noble's digests, and nothing once the signer is closed",
+  ignore: native === null,
+  fn() {
+    const signer = NativeP256Signer.open()!;
+    const out = new Uint8Array(32);
+    for (const len of [0, 1, 55, 56, 63, 64, 65, 300, 1_048_576]) {
+      const data = new Uint8Array(len).map((_, i) => (i * 131 + len) & 0xff);
+      assert.equal(signer.sha256Into(data, out), true);
+      assert.deepEqual(out, sha256(data), `length ${len}`);
+    }
+    // A view: the digest of the viewed bytes only, written into a view.
+    const big = new Uint8Array(100).map((_, i) => i);
+    const into = new Uint8Array(40);
+    assert.equal(signer.sha256Into(big.subarray(10, 20), into.subarray(4, 36)), true);
+    assert.deepEqual(into.subarray(4, 36), sha256(big.subarray(10, 20)));
+    assert.deepEqual(into.subarray(0, 4), new Uint8Array(4));
+    assert.equal(signer.sha256Into(big, new Uint8Array(31)), false);
+    signer.close();
+    out.fill(0);
+    assert.equal(signer.sha256Into(big, out), false);
+    assert.deepEqual(out, new Uint8Array(32));
+  },
+});
+
+Deno.test("the process-wide commit signer makes CIDs hash with its OpenSSL, when it has one", () => {
+  const signer = commitSigner();
+  assert.equal(nativeSha256InUse() !== null, native !== null);
+  assert.equal(signer.nativePath !== null, native !== null);
+  const block = new TextEncoder().encode("a block");
+  const want = new Uint8Array([1, 0x71, 0x12, 32, ...sha256(block)]);
+  assert.deepEqual(cidForCbor(block).bytes, want);
+  assert.equal(formatCid(cidForCbor(block)).length, 59);
 });
 
 Deno.test({

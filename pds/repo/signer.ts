@@ -24,6 +24,7 @@
  */
 
 import { Worker } from "node:worker_threads";
+import { useNativeSha256 } from "../../shared/cid.ts";
 import { signCompact } from "../../shared/keys.ts";
 import { NativeP256Signer } from "./native_sign.ts";
 
@@ -243,5 +244,11 @@ let shared: CommitSigner | null = null;
  * `LIBCRYPTO_PATHS`), else one worker thread running noble for every repository service.
  */
 export function commitSigner(): CommitSigner {
-  return shared ??= new CommitSigner({ native: NativeP256Signer.open() });
+  if (shared === null) {
+    const native = NativeP256Signer.open();
+    // The same library hashes every block's CID (shared/cid.ts); this signer is never closed.
+    if (native !== null) useNativeSha256((data, out) => native.sha256Into(data, out));
+    shared = new CommitSigner({ native });
+  }
+  return shared;
 }
