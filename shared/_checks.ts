@@ -6,6 +6,7 @@
  */
 
 import { parseAtUri } from "./at_uri.ts";
+import { utf8Length } from "./bytes.ts";
 import { parseCid } from "./cid.ts";
 import { isValidDatetime } from "./syntax.ts";
 import { BLOB_TYPE } from "./nsid.ts";
@@ -141,26 +142,8 @@ export function isPlainObject(value: unknown): value is Fields {
   return proto === Object.prototype || proto === null;
 }
 
-function utf8Length(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (isHighSurrogate(c) && isLowSurrogate(s.charCodeAt(i + 1))) {
-      n += 4;
-      i++;
-    } else n += 3;
-  }
-  return n;
-}
-
 function isHighSurrogate(c: number): boolean {
   return c >= 0xd800 && c <= 0xdbff;
-}
-
-function isLowSurrogate(c: number): boolean {
-  return c >= 0xdc00 && c <= 0xdfff;
 }
 
 /** Shows a hostile value in a reason string, bounded: strings as truncated JSON. */

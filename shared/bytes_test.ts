@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { concatBytes, readStreamLimited } from "./bytes.ts";
+import { concatBytes, readStreamLimited, utf8Length } from "./bytes.ts";
 
 function streamOf(chunks: number[][]): ReadableStream<Uint8Array> & { cancelled: boolean } {
   let i = 0;
@@ -41,4 +41,23 @@ Deno.test("readStreamLimited cancels the stream and throws the caller's error on
     { name: "RangeError", message: "over 4" },
   );
   assert.equal(stream.cancelled, true);
+});
+
+Deno.test("utf8Length counts the bytes TextEncoder writes, lone surrogates included", () => {
+  const samples = [
+    "",
+    "app.social.feed.post",
+    "did:plc:abc123",
+    "é",
+    "日本語",
+    "👍🏽 and 🦋",
+    "\ud83d",
+    "a\ud83db",
+    "\udc4d",
+    "\ud83d\ud83d\udc4d",
+    "\u07ff\u0800\uffff",
+  ];
+  for (const s of samples) {
+    assert.equal(utf8Length(s), new TextEncoder().encode(s).length, JSON.stringify(s));
+  }
 });

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { utf8Length } from "../../shared/bytes.ts";
+
 // ---------------------------------------------------------------------------------------------
 // Accounts, handles, account signing keys (owner: accounts)
 // ---------------------------------------------------------------------------------------------
@@ -205,15 +207,12 @@ export function repoRecordAllPrefix(): Deno.KvKey {
   return ["repo_record"];
 }
 
-const UTF8 = new TextEncoder();
-
 /**
  * About the encoded size of a KV key (strings' UTF-8 bytes plus two, numbers nine), for Deno
  * KV's limit on the key bytes of one atomic operation (81,920).
  */
 export function kvKeyBytes(key: Deno.KvKey): number {
-  return key.reduce<number>(
-    (n, part) => n + (typeof part === "string" ? UTF8.encode(part).length + 2 : 9),
-    0,
-  );
+  let n = 0;
+  for (const part of key) n += typeof part === "string" ? utf8Length(part) + 2 : 9;
+  return n;
 }
