@@ -70,6 +70,15 @@ export function nativeSha256InUse(): Sha256Into | null {
   return nativeSha256;
 }
 
+/** SHA-256 of `data`, with the native implementation when one is in use (see above). */
+export function sha256Digest(data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(SHA256_BYTES);
+  if (nativeSha256 === null || !nativeSha256(data, out)) {
+    sha256.create().update(data).digestInto(out);
+  }
+  return out;
+}
+
 /** CIDv1 (dag-cbor, sha-256) of DAG-CBOR bytes, computed synchronously. */
 export function cidForCbor(bytes: Uint8Array): CID {
   return sha256Cid(CODEC_DAG_CBOR, bytes);

@@ -12,6 +12,7 @@ import {
   formatCid,
   nativeSha256InUse,
   parseCid,
+  sha256Digest,
   useNativeSha256,
   verifyCid,
 } from "./cid.ts";
@@ -142,7 +143,8 @@ Deno.test("useNativeSha256: a correct digest is used for CIDs, a wrong one is re
     calls = 0;
     assert.equal(formatCid(cidForCbor(block)), expected);
     assert.equal(formatCid(encodeBlock({ e: [], l: null }).cid), EMPTY_MST);
-    assert.equal(calls, 2);
+    assert.deepEqual(sha256Digest(block), sha256(block));
+    assert.equal(calls, 3);
 
     // Wrong digests (here: one byte off for inputs of 64 bytes) are refused and change nothing.
     const wrong = (data: Uint8Array, out: Uint8Array) => {

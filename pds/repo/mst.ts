@@ -10,9 +10,15 @@
  * @module
  */
 
-import { sha256 } from "@noble/hashes/sha2.js";
 import { decodeCbor } from "../../shared/cbor.ts";
-import { asCid, type CID, cidForCbor, encodeBlock, formatCid } from "../../shared/cid.ts";
+import {
+  asCid,
+  type CID,
+  cidForCbor,
+  encodeBlock,
+  formatCid,
+  sha256Digest,
+} from "../../shared/cid.ts";
 import { encodeMstNode } from "./cbor_writer.ts";
 
 /** A block: bytes and their CID. */
@@ -76,7 +82,7 @@ export function isNodeCached(cid: CID): boolean {
 
 /** The depth (layer) of a key: leading zero bits of SHA-256(key) divided by 2, rounded down. */
 export function keyHeight(key: string | Uint8Array): number {
-  const hash = sha256(typeof key === "string" ? encoder.encode(key) : key);
+  const hash = sha256Digest(typeof key === "string" ? encoder.encode(key) : key);
   let zeros = 0;
   for (const byte of hash) {
     if (byte === 0) {
