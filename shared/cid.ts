@@ -41,24 +41,36 @@ export type Sha256Into = (data: Uint8Array, out: Uint8Array) => boolean;
 
 let nativeSha256: Sha256Into | null = null;
 
+/** Bytes either side of the views {@link useNativeSha256} checks an implementation with. */
+const GUARD = 8;
+
 /**
  * Makes CIDs hash with `impl` from now on, in this process, once it gives `@noble/hashes`' digest
- * of a few known inputs; `null` goes back to `@noble/hashes`. A call of `impl` that answers false
- * falls back to `@noble/hashes` for that digest. Returns whether `impl` is in use.
+ * of known inputs, one and two blocks long, read from and written to views at an offset inside
+ * larger buffers (as CIDs are: the digest goes after the CID's 4 header bytes), touching no byte
+ * around them; `null` goes back to `@noble/hashes`. A call of `impl` that answers false falls
+ * back to `@noble/hashes` for that digest. Returns whether `impl` is in use.
  */
 export function useNativeSha256(impl: Sha256Into | null): boolean {
   if (impl !== null) {
-    for (const len of [0, 3, 55, 64, 300, 4100]) {
-      const data = new Uint8Array(len).map((_, i) => (i * 31 + len) & 0xff);
-      const out = new Uint8Array(SHA256_BYTES);
+    for (const len of [0, 3, 55, 56, 63, 64, 119, 300, 4100]) {
+      const input = new Uint8Array(len + 2 * GUARD).map((_, i) => (i * 31 + len) & 0xff);
+      const data = input.subarray(GUARD, GUARD + len);
+      const before = input.slice();
+      const output = new Uint8Array(SHA256_BYTES + 2 * GUARD).fill(0xa5);
       let ok = false;
       try {
-        ok = impl(data, out);
+        ok = impl(data, output.subarray(GUARD, GUARD + SHA256_BYTES));
       } catch {
         ok = false;
       }
       const want = sha256(data);
-      if (!ok || out.some((b, i) => b !== want[i])) return false;
+      const right = ok && output.every((b, i) =>
+        i < GUARD || i >= GUARD + SHA256_BYTES ? b === 0xa5 : b === want[i - GUARD]
+      ) && input.every((b, i) =>
+        b === before[i]
+      );
+      if (!right) return false;
     }
   }
   nativeSha256 = impl;

@@ -157,6 +157,20 @@ Deno.test("useNativeSha256: a correct digest is used for CIDs, a wrong one is re
     assert.equal(formatCid(cidForCbor(block)), expected);
     assert.equal(calls, 1, "the correct implementation stays in use");
 
+    // One that ignores the output view's offset (writes at the buffer's start) is refused: CIDs
+    // take the digest in a view after their 4 header bytes.
+    const offsetBlind = (data: Uint8Array, out: Uint8Array) => {
+      new Uint8Array(out.buffer).set(sha256(data));
+      return true;
+    };
+    assert.equal(useNativeSha256(offsetBlind), false);
+    // And one that hashes the whole buffer under the input view.
+    const inputBlind = (data: Uint8Array, out: Uint8Array) => {
+      out.set(sha256(new Uint8Array(data.buffer)));
+      return true;
+    };
+    assert.equal(useNativeSha256(inputBlind), false);
+
     // An implementation that throws during the check is refused too.
     assert.equal(
       useNativeSha256(() => {
@@ -185,6 +199,7 @@ Deno.test("useNativeSha256: a correct digest is used for CIDs, a wrong one is re
     );
     assert.equal(refusals, 2);
   } finally {
+    assert.equal(useNativeSha256(correct), true);
     useNativeSha256(null);
   }
   calls = 0;

@@ -201,7 +201,16 @@ Deno.test({
 
 Deno.test("the process-wide commit signer makes CIDs hash with its OpenSSL, when it has one", () => {
   const signer = commitSigner();
-  assert.equal(nativeSha256InUse() !== null, native !== null);
+  const installed = nativeSha256InUse();
+  assert.equal(installed !== null, native !== null);
+  if (installed !== null) {
+    // It is OpenSSL's (this process's signer's), and writes into a view at an offset only.
+    const data = new Uint8Array(70).map((_, i) => i * 3);
+    const out = new Uint8Array(40).fill(9);
+    assert.equal(installed(data.subarray(5, 65), out.subarray(4, 36)), true);
+    assert.deepEqual(out.subarray(4, 36), sha256(data.subarray(5, 65)));
+    assert.deepEqual([...out.subarray(0, 4), ...out.subarray(36)], new Array(8).fill(9));
+  }
   assert.equal(signer.nativePath !== null, native !== null);
   const block = new TextEncoder().encode("a block");
   const want = new Uint8Array([1, 0x71, 0x12, 32, ...sha256(block)]);
