@@ -7,7 +7,7 @@
  * - cached: one access token repeated (verified once, then served from the token cache);
  * - fresh: a distinct token per request (a full ES256 verification each); informational.
  *
- * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/auth_bench.ts`.
+ * Run alone: `deno task bench auth` (with the server tasks' V8 flags).
  */
 
 import { Hono } from "hono";

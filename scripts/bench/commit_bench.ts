@@ -19,7 +19,7 @@
  * sink in another process (`_commit_bench_client.ts --sink`). Without it the push would default
  * to the host's own URL, and the host would serve a 404 for every commit it makes.
  *
- * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/commit_bench.ts`.
+ * Run alone: `deno task bench commits` (with the server tasks' V8 flags).
  */
 
 import { createLogger, silentLogger } from "../../shared/log.ts";

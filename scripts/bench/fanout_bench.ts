@@ -9,7 +9,7 @@
  * (`performance.timeOrigin + performance.now()` on both threads). The broadcaster's frame counter
  * shows one encode per commit, whatever the subscriber count.
  *
- * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/fanout_bench.ts`.
+ * Run alone: `deno task bench fanout` (with the server tasks' V8 flags).
  */
 
 import { silentLogger } from "../../shared/log.ts";

@@ -5,7 +5,7 @@
  * notifications. Ops are generated before the clock starts; validation, SQL and commits are
  * timed. Local-stream CBOR decoding is measured by the consumer's own benchmark.
  *
- * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/ingest_bench.ts`.
+ * Run alone: `deno task bench ingest` (with the server tasks' V8 flags).
  */
 
 import { WalCheckpointer } from "../../appview/db/checkpointer.ts";

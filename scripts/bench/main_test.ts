@@ -10,7 +10,9 @@ const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", imp
 const SERVER_TASKS = ["dev", "pds", "appview", "consumer:local", "consumer:public", "handle-sync"];
 
 Deno.test("every server task runs V8 with the flags the benchmarks run with", () => {
-  assert.deepEqual(SERVER_V8_FLAGS, ["--v8-flags=--no-concurrent-marking"]);
+  assert.deepEqual(SERVER_V8_FLAGS, [
+    "--v8-flags=--no-concurrent-marking,--initial-old-space-size=256",
+  ]);
   for (const task of [...SERVER_TASKS, "compile:pds"]) {
     const words: string[] = config.tasks[task].split(" ");
     const script = words.findIndex((w) => w.endsWith(".ts"));

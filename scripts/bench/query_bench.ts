@@ -20,7 +20,7 @@
  * the end-to-end latency seen by the client, the server records each request's handler time
  * (routing, queries, presenting, JSON), so queueing and HTTP cost can be told from query cost.
  *
- * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/query_bench.ts`
+ * Run alone: `deno task bench query` (with the server tasks' V8 flags)
  * (`QUERY_BENCH_INGEST_OPS=0` measures the queries without the background ingest).
  */
 

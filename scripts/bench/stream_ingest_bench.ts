@@ -12,7 +12,7 @@
  * reposts, follows, deletes, profiles), one op per commit as `createRecord` produces them (handle
  * ops are not stream events and are left out). Frames are encoded before the clock starts.
  *
- * Run alone: `deno run -A --v8-flags=--no-concurrent-marking scripts/bench/stream_ingest_bench.ts`.
+ * Run alone: `deno task bench stream-ingest` (with the server tasks' V8 flags).
  */
 
 import { cpuUsage } from "node:process";
