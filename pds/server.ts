@@ -14,7 +14,7 @@ import { createPdsApp } from "./app.ts";
 import { ConfigError, loadPdsConfig, type PdsConfig, type RawEnv } from "./config.ts";
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
-import { initRepo } from "./repo/service.ts";
+import { initRepo, repoServiceFor } from "./repo/service.ts";
 import { KvCheckpointer } from "./store/kv_checkpointer.ts";
 import { commitSigner } from "./repo/signer.ts";
 import { BlobSweeper } from "./blobs/blob_gc.ts";
@@ -170,6 +170,8 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
         await sweeper.close();
         await server.shutdown();
         await server.finished;
+        // No write is left to queue one: let a running compaction finish, drop queued ones.
+        await repoServiceFor(ctx).compactionsSettled({ stop: true });
         await checkpointer?.stop();
         ownedKv?.close();
       })();

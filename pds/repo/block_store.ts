@@ -19,7 +19,7 @@ import { repoBlocksKey, repoBlocksPrefix, repoBlocksRevPrefix } from "../store/k
 import { CborWriter } from "./cbor_writer.ts";
 import { concatBytes } from "../../shared/bytes.ts";
 import type { Block, NodeSource } from "./mst.ts";
-import { TimeSlicer } from "./time_slice.ts";
+import { type Pace, TimeSlicer } from "./time_slice.ts";
 
 /** A block with the rev of the (latest) commit that wrote it. */
 export interface StoredBlock {
@@ -310,9 +310,9 @@ export class KvBlockSource implements NodeSource {
   }
 
   /** Every stored commit of the repository, in rev order, with its chunk count (compaction). */
-  async packs(): Promise<StoredPack[]> {
+  async packs(pace?: Pace): Promise<StoredPack[]> {
     const out: StoredPack[] = [];
-    await this.#scan("", (rev, blocks, chunks) => out.push({ rev, chunks, blocks }));
+    await this.#scan("", (rev, blocks, chunks) => out.push({ rev, chunks, blocks }), pace);
     return out;
   }
 
@@ -355,10 +355,11 @@ export class KvBlockSource implements NodeSource {
   async #scan(
     after: string,
     visit: (rev: string, pack: Map<string, Uint8Array>, chunks: number) => void,
+    pace?: Pace,
   ): Promise<void> {
     const prefix = repoBlocksPrefix(this.#did);
     let start: Deno.KvKey | undefined = after === "" ? undefined : [...prefix, after + "\0"];
-    const slicer = new TimeSlicer();
+    const slicer = new TimeSlicer(pace);
     for (;;) {
       const selector: Deno.KvListSelector = start === undefined ? { prefix } : { prefix, start };
       const page: Deno.KvEntry<Uint8Array>[] = [];

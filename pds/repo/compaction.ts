@@ -35,7 +35,7 @@ import {
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
 import { reachableBlocks } from "./reader.ts";
-import { TimeSlicer } from "./time_slice.ts";
+import { BACKGROUND_PACE, TimeSlicer } from "./time_slice.ts";
 import type { RepoRoot } from "./repository.ts";
 
 /** What one compaction did. */
@@ -62,6 +62,22 @@ export interface CompactionResult {
 /** Most mutations and value bytes per atomic operation (Deno KV allows 1,000 and ~800 KB). */
 const OP_MAX_MUTATIONS = 500;
 const OP_MAX_BYTES = 400_000;
+/**
+ * The same for a background compaction: KV has one writer, and the commits of every repository
+ * wait behind each of these operations, so they are kept to a few ms of it each.
+ */
+const BACKGROUND_OP_MAX_MUTATIONS = 64;
+const BACKGROUND_OP_MAX_BYTES = 64_000;
+
+/** Options of {@link compactRepoBlocks}. */
+export interface CompactionOptions {
+  /**
+   * Run as background maintenance: at the {@link BACKGROUND_PACE} (at most a third of the main
+   * thread), in small atomic operations with a rest after each. Default false: as fast as the
+   * event loop allows (`deno task compact`, an explicit call).
+   */
+  background?: boolean;
+}
 
 /**
  * Removes the blocks of `did` that the commit `root` does not reach. `root` must be the current
@@ -75,14 +91,19 @@ export async function compactRepoBlocks(
   kv: Deno.Kv,
   did: string,
   root: RepoRoot & { versionstamp: string },
+  opts: CompactionOptions = {},
 ): Promise<CompactionResult> {
-  const packs = await new KvBlockSource(kv, did).packs();
+  const pace = opts.background ? BACKGROUND_PACE : undefined;
+  const maxMutations = opts.background ? BACKGROUND_OP_MAX_MUTATIONS : OP_MAX_MUTATIONS;
+  const maxBytes = opts.background ? BACKGROUND_OP_MAX_BYTES : OP_MAX_BYTES;
+  const packs = await new KvBlockSource(kv, did).packs(pace);
   const latest = new Map<string, StoredPack>();
   for (const pack of packs) for (const id of pack.blocks.keys()) latest.set(id, pack);
   const reachable = await reachableBlocks(
     did,
     root.commitCid,
     (id) => latest.get(id)?.blocks.get(id),
+    pace,
   );
   const result: CompactionResult = {
     packs: packs.length,
@@ -118,7 +139,7 @@ export async function compactRepoBlocks(
     return true;
   };
 
-  const slicer = new TimeSlicer();
+  const slicer = new TimeSlicer(pace);
   for (const pack of packs) {
     if (slicer.due()) await slicer.next();
     const keep: Block[] = [];
@@ -137,8 +158,9 @@ export async function compactRepoBlocks(
     const chunks = encoded === null ? 0 : Math.ceil(encoded.length / BLOCKS_CHUNK_BYTES);
     const packMutations = Math.max(chunks, pack.chunks);
     const packBytes = encoded?.length ?? 0;
-    if (mutations + packMutations > OP_MAX_MUTATIONS || bytes + packBytes > OP_MAX_BYTES) {
+    if (mutations + packMutations > maxMutations || bytes + packBytes > maxBytes) {
       if (!await flush()) return { ...result, complete: false };
+      if (pace !== undefined) await slicer.next();
     }
     for (let c = 0; c < chunks; c++) {
       const start = c * BLOCKS_CHUNK_BYTES;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { verifyProofs, verifyRepoCar } from "@atproto/repo";
 import { readCar } from "../../shared/car.ts";
+import { decodeCbor } from "../../shared/cbor.ts";
 import { CID, formatCid } from "../../shared/cid.ts";
 import { generateP256KeyPair, type P256KeyPair } from "../../shared/keys.ts";
 import { type Logger, silentLogger } from "../../shared/log.ts";
@@ -458,5 +459,76 @@ Deno.test("a delete that empties the top of the tree counts the dropped nodes as
     const copies = [...(await storedCopies(kv)).values()].reduce((a, b) => a + b, 0);
     const reachable = readCar(await exportRepoCar(kv, DID)).blocks.size;
     assert.equal((await currentRoot(kv)).garbage, copies - reachable);
+  });
+});
+
+Deno.test("automatic compactions run one at a time, in the background, and leave every repository whole", async () => {
+  await withKv(async (kv, key) => {
+    const dids = ["a", "b", "c", "d"].map((c) => `did:plc:${c.repeat(24)}`);
+    /** Each logged compaction: its DID, start and end (performance.now()), background flag. */
+    const runs: { did: string; start: number; end: number; background: boolean }[] = [];
+    const log = {
+      ...silentLogger,
+      info: (msg: string, fields?: Record<string, unknown>) => {
+        if (msg !== "repository compacted") return;
+        const end = performance.now();
+        runs.push({
+          did: fields!.did as string,
+          start: end - (fields!.ms as number),
+          end,
+          background: fields!.background as boolean,
+        });
+      },
+    } as Logger;
+    const repo = new RepoService({
+      kv,
+      log,
+      now: Date.now,
+      signingKey: (did) => Promise.resolve(dids.includes(did) ? key : null),
+      compactAfterGarbageBlocks: 15,
+    });
+    // Four repositories written at the same rate reach the threshold together.
+    await Promise.all(dids.map(async (did) => {
+      for (let i = 0; i < 24; i++) {
+        await repo.applyWrites(did, [{
+          action: "create",
+          collection: COLLECTION_POST,
+          record: { text: `${did} ${i}`, createdAt: NOW },
+        }]);
+      }
+    }));
+    await repo.compactionsSettled();
+    assert.ok(runs.length >= dids.length, `${runs.length} compactions`);
+    assert.deepEqual(new Set(runs.map((r) => r.did)), new Set(dids));
+    assert.ok(runs.every((r) => r.background));
+    runs.sort((x, y) => x.start - y.start);
+    for (let i = 1; i < runs.length; i++) {
+      // `ms` is rounded: allow 1 ms.
+      assert.ok(
+        runs[i].start >= runs[i - 1].end - 1,
+        `compaction of ${runs[i].did} started ${
+          (runs[i - 1].end - runs[i].start).toFixed(1)
+        } ms before ${runs[i - 1].did}'s ended`,
+      );
+    }
+    for (const did of dids) {
+      const car = await exportRepoCar(kv, did);
+      await verifyRepoCar(car, did, encodeDidKey(key.publicKey));
+      const posts = [...readCar(car).blocks.values()]
+        .filter((b) => (decodeCbor(b) as Record<string, unknown>)?.$type === COLLECTION_POST);
+      assert.equal(posts.length, 24);
+    }
+    // Stopped: nothing new is queued.
+    await repo.compactionsSettled({ stop: true });
+    const before = runs.length;
+    for (let i = 0; i < 20; i++) {
+      await repo.applyWrites(dids[0], [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `after ${i}`, createdAt: NOW },
+      }]);
+    }
+    await repo.compactionsSettled();
+    assert.equal(runs.length, before);
   });
 });

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { TimeSlicer } from "./time_slice.ts";
+import { type Pace, TimeSlicer } from "./time_slice.ts";
 import { writeCar } from "../../shared/car.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { type CID, formatCid, parseCid } from "../../shared/cid.ts";
@@ -165,6 +165,7 @@ export async function reachableBlocks(
   did: string,
   commitCid: string,
   get: (id: string) => Uint8Array | undefined,
+  pace?: Pace,
 ): Promise<Set<string>> {
   const need = (id: string, what: string): Uint8Array => {
     const bytes = get(id);
@@ -173,7 +174,7 @@ export async function reachableBlocks(
   };
   const out = new Set<string>([commitCid]);
   const stack = [formatCid(decodeCommit(need(commitCid, "Commit block")).data)];
-  const slicer = new TimeSlicer();
+  const slicer = new TimeSlicer(pace);
   while (stack.length > 0) {
     if (slicer.due()) await slicer.next();
     const id = stack.pop()!;

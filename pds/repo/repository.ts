@@ -35,7 +35,7 @@ import { blockChunks, KvBlockSource, noteCommitBlocks, putBlocks } from "./block
 import { signCommitWith } from "./commit.ts";
 import { commitSigner } from "./signer.ts";
 import { type Block, EMPTY_TREE_CID, Mst, MstError } from "./mst.ts";
-import { type CompactionResult, compactRepoBlocks } from "./compaction.ts";
+import { type CompactionOptions, type CompactionResult, compactRepoBlocks } from "./compaction.ts";
 import { RepoError } from "./errors.ts";
 import {
   checkBlobRefs,
@@ -173,6 +173,9 @@ export class RepoService {
   #building = 0;
   /** Repositories with a compaction queued. */
   readonly #compactionQueued = new Set<string>();
+  /** Settles when the last automatic compaction queued so far has (see {@link #maybeCompact}). */
+  #compactionSlot: Promise<unknown> = Promise.resolve();
+  #compactionsStopped = false;
 
   constructor(deps: RepoDeps) {
     this.#deps = deps;
@@ -274,12 +277,12 @@ export class RepoService {
    * its serialised section; null when the repository does not exist. Writes compact on their
    * own once enough garbage accumulated ({@link COMPACT_AFTER_GARBAGE_BLOCKS}).
    */
-  compact(did: string): Promise<CompactionResult | null> {
+  compact(did: string, opts: CompactionOptions = {}): Promise<CompactionResult | null> {
     return this.#serialised(did, async () => {
       const root = await this.#loadRoot(did, true);
       if (root === null) return null;
       const started = performance.now();
-      const result = await compactRepoBlocks(this.#deps.kv, did, root);
+      const result = await compactRepoBlocks(this.#deps.kv, did, root, opts);
       // The compaction rewrote the root (its garbage count): reload it with its versionstamp.
       await this.#loadRoot(did, true);
       this.#deps.log.info("repository compacted", {
@@ -289,6 +292,7 @@ export class RepoService {
         blocksKept: result.blocksKept,
         complete: result.complete,
         ms: Math.round(performance.now() - started),
+        background: opts.background ?? false,
       });
       return result;
     });
@@ -313,6 +317,20 @@ export class RepoService {
     }
   }
 
+  /**
+   * Resolves once no automatic compaction is queued or running; with `stop`, the queued ones
+   * are dropped and no new one starts (shutdown: the store is about to close). A dropped
+   * compaction loses nothing: the root keeps its garbage count, and the next write queues it.
+   */
+  async compactionsSettled(opts: { stop?: boolean } = {}): Promise<void> {
+    if (opts.stop) this.#compactionsStopped = true;
+    let slot;
+    do {
+      slot = this.#compactionSlot;
+      await slot;
+    } while (slot !== this.#compactionSlot);
+  }
+
   /** Queues a compaction once the garbage counted in the root is enough. */
   #maybeCompact(did: string): void {
     const root = this.#roots.get(did);
@@ -321,12 +339,22 @@ export class RepoService {
       this.#deps.compactAfterGarbageBlocks ?? COMPACT_AFTER_GARBAGE_BLOCKS,
       root.kept ?? 0,
     );
-    if ((root.garbage ?? 0) < threshold || this.#compactionQueued.has(did)) return;
+    if (
+      (root.garbage ?? 0) < threshold || this.#compactionQueued.has(did) ||
+      this.#compactionsStopped
+    ) return;
     this.#compactionQueued.add(did);
-    // Queued behind the current write: its caller is answered first.
-    this.compact(did)
+    // One automatic compaction at a time, at the background pace: accounts written at the same
+    // rate reach the threshold together, and a dozen compactions at once had taken the main
+    // thread and KV's writer from every other repository's writes for seconds. The slot is
+    // taken before the repository's serialised section, so its writes wait for its own
+    // compaction only, and the compaction is queued behind the current write (whose caller is
+    // answered first).
+    const run = this.#compactionSlot
+      .then(() => this.#compactionsStopped ? null : this.compact(did, { background: true }))
       .catch((err) => this.#deps.log.warn("repository compaction failed", { did, error: err }))
       .finally(() => this.#compactionQueued.delete(did));
+    this.#compactionSlot = run;
   }
 
   /** Whether the stored root of `did` is no longer `root`. */

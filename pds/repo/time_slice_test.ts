@@ -5,24 +5,41 @@ import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { exportRepoCar } from "./reader.ts";
 import { RepoService } from "./repository.ts";
-import { SLICE_MS, TimeSlicer, timeSlicing } from "./time_slice.ts";
+import { BACKGROUND_PACE, SLICE_MS, TimeSlicer, timeSlicing } from "./time_slice.ts";
 
 Deno.test("TimeSlicer reads the clock every 8 steps and is due once the slice has passed", () => {
-  const spent = new TimeSlicer(0);
+  const spent = new TimeSlicer({ sliceMs: 0, restMs: 0 });
   const answers = Array.from({ length: 16 }, () => spent.due());
   assert.deepEqual(answers.map((due, i) => due ? i : -1).filter((i) => i >= 0), [7, 15]);
-  const long = new TimeSlicer(60_000);
+  const long = new TimeSlicer({ sliceMs: 60_000, restMs: 0 });
   assert.equal(Array.from({ length: 1_000 }, () => long.due()).some(Boolean), false);
 });
 
 Deno.test("TimeSlicer.next lets due timers run, then starts a new slice", async () => {
-  const slicer = new TimeSlicer(0);
+  const slicer = new TimeSlicer({ sliceMs: 0, restMs: 0 });
   let ran = false;
   setTimeout(() => ran = true, 0);
   await slicer.next();
   assert.equal(ran, true);
   // A new slice: the step count starts again.
   assert.deepEqual(Array.from({ length: 8 }, () => slicer.due()), [...Array(7).fill(false), true]);
+});
+
+Deno.test("TimeSlicer.next rests for the pace's rest: the background pace leaves 2/3 to others", async () => {
+  assert.deepEqual(BACKGROUND_PACE, { sliceMs: 4, restMs: 8 });
+  assert.ok(BACKGROUND_PACE.restMs >= 2 * BACKGROUND_PACE.sliceMs);
+  const slicer = new TimeSlicer({ sliceMs: 0, restMs: 30 });
+  let early = false;
+  let late = false;
+  setTimeout(() => early = true, 5);
+  const timer = setTimeout(() => late = true, 200);
+  const t0 = performance.now();
+  await slicer.next();
+  const rested = performance.now() - t0;
+  clearTimeout(timer);
+  assert.ok(rested >= 29, `rested ${rested.toFixed(1)} ms, not the pace's 30`);
+  assert.equal(early, true, "a timer due during the rest ran");
+  assert.equal(late, false);
 });
 
 Deno.test("a repository export lets the event loop run between slices", async () => {
