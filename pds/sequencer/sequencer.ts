@@ -71,8 +71,16 @@ export type CommitListener = (commit: SequencedCommit) => void;
 
 /** Largest chunk of an event body in one KV value (the value limit is 64 KiB). */
 const EVENT_CHUNK_BYTES = 60_000;
-/** Attempts when another process moves the head between our read and our commit. */
-const MAX_SEQ_ATTEMPTS = 20;
+/**
+ * How long a group keeps trying while another process moves the seq head between our read and
+ * our commit (then its writes fail). A fixed 20 attempts without a pause ran out in about 50 ms
+ * against a busy second process: its group commits landed back to back, and every retry read
+ * the head just before the next one (a 500 for createRecord, spec 6.1, seen in the two-process
+ * crash test).
+ */
+const SEQ_RETRY_MS = 5_000;
+/** Largest random pause between two attempts (ms); it grows with the attempts up to this. */
+const SEQ_BACKOFF_MAX_MS = 20;
 /** Budget of one grouped atomic operation (Deno KV: 1,000 mutations, ~800 KB). */
 const GROUP_MAX_MUTATIONS = 900;
 const GROUP_MAX_BYTES = 600_000;
@@ -203,7 +211,8 @@ export class Sequencer {
 
   /** One atomic operation for `requests` at consecutive seqs; null when a writer check failed. */
   async #commitGroup(requests: CommitRequest[]): Promise<CommitOutcome[] | null> {
-    for (let attempt = 0; attempt < MAX_SEQ_ATTEMPTS; attempt++) {
+    const deadline = Date.now() + SEQ_RETRY_MS;
+    for (let attempt = 0;; attempt++) {
       const head = this.#head ?? await this.#readHead();
       const op = this.#kv.atomic();
       const events: SequencedCommit[] = requests.map((request, i) => {
@@ -238,8 +247,15 @@ export class Sequencer {
       }
       const fresh = await this.#readHead();
       if (fresh.versionstamp === head.versionstamp) return null;
+      if (Date.now() > deadline) {
+        throw new Error(
+          `Sequencer could not commit: the seq head kept moving (${attempt + 1} tries)`,
+        );
+      }
+      // Another process committed in between: a random pause lets the two take turns.
+      const pause = Math.random() * Math.min(SEQ_BACKOFF_MAX_MS, 1 + attempt);
+      await new Promise((resolve) => setTimeout(resolve, pause));
     }
-    throw new Error("Sequencer could not commit: the seq head keeps moving");
   }
 
   /**
