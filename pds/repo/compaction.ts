@@ -35,7 +35,7 @@ import {
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
 import { reachableBlocks } from "./reader.ts";
-import { BACKGROUND_PACE, TimeSlicer } from "./time_slice.ts";
+import { BACKGROUND_PACE, type Pace, TimeSlicer, timeSlicing } from "./time_slice.ts";
 import type { RepoRoot } from "./repository.ts";
 
 /** What one compaction did. */
@@ -72,11 +72,16 @@ const BACKGROUND_OP_MAX_BYTES = 64_000;
 /** Options of {@link compactRepoBlocks}. */
 export interface CompactionOptions {
   /**
-   * Run as background maintenance: at the {@link BACKGROUND_PACE} (at most a third of the main
+   * Run as background maintenance: at the {@link BACKGROUND_PACE} (about a third of the main
    * thread), in small atomic operations with a rest after each. Default false: as fast as the
    * event loop allows (`deno task compact`, an explicit call).
    */
   background?: boolean;
+  /**
+   * Stops the compaction at its next rest once aborted (shutdown): what it removed so far stays
+   * removed (each atomic operation is whole), and it answers `complete: false`.
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -93,9 +98,40 @@ export async function compactRepoBlocks(
   root: RepoRoot & { versionstamp: string },
   opts: CompactionOptions = {},
 ): Promise<CompactionResult> {
-  const pace = opts.background ? BACKGROUND_PACE : undefined;
+  const pace: Pace = {
+    ...(opts.background ? BACKGROUND_PACE : { sliceMs: timeSlicing.ms, restMs: 0 }),
+    signal: opts.signal,
+  };
   const maxMutations = opts.background ? BACKGROUND_OP_MAX_MUTATIONS : OP_MAX_MUTATIONS;
   const maxBytes = opts.background ? BACKGROUND_OP_MAX_BYTES : OP_MAX_BYTES;
+  const result: CompactionResult = {
+    packs: 0,
+    rewritten: 0,
+    deleted: 0,
+    blocksKept: 0,
+    blocksRemoved: 0,
+    bytesRemoved: 0,
+    complete: true,
+  };
+  try {
+    return await compact(kv, did, root, pace, maxMutations, maxBytes, opts.background, result);
+  } catch (err) {
+    if (opts.signal?.aborted && err === opts.signal.reason) return { ...result, complete: false };
+    throw err;
+  }
+}
+
+async function compact(
+  kv: Deno.Kv,
+  did: string,
+  root: RepoRoot & { versionstamp: string },
+  pace: Pace,
+  maxMutations: number,
+  maxBytes: number,
+  background: boolean | undefined,
+  result: CompactionResult,
+): Promise<CompactionResult> {
+  pace.signal?.throwIfAborted();
   const packs = await new KvBlockSource(kv, did).packs(pace);
   const latest = new Map<string, StoredPack>();
   for (const pack of packs) for (const id of pack.blocks.keys()) latest.set(id, pack);
@@ -105,15 +141,8 @@ export async function compactRepoBlocks(
     (id) => latest.get(id)?.blocks.get(id),
     pace,
   );
-  const result: CompactionResult = {
-    packs: packs.length,
-    rewritten: 0,
-    deleted: 0,
-    blocksKept: reachable.size,
-    blocksRemoved: 0,
-    bytesRemoved: 0,
-    complete: true,
-  };
+  result.packs = packs.length;
+  result.blocksKept = reachable.size;
 
   const newOp = () => kv.atomic().check({ key: repoRootKey(did), versionstamp: root.versionstamp });
   let op = newOp();
@@ -160,7 +189,7 @@ export async function compactRepoBlocks(
     const packBytes = encoded?.length ?? 0;
     if (mutations + packMutations > maxMutations || bytes + packBytes > maxBytes) {
       if (!await flush()) return { ...result, complete: false };
-      if (pace !== undefined) await slicer.next();
+      if (background) await slicer.next();
     }
     for (let c = 0; c < chunks; c++) {
       const start = c * BLOCKS_CHUNK_BYTES;

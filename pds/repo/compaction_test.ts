@@ -532,3 +532,44 @@ Deno.test("automatic compactions run one at a time, in the background, and leave
     assert.equal(runs.length, before);
   });
 });
+
+Deno.test("an aborted background compaction stops at its next rest and leaves the repository whole", async () => {
+  await withKv(async (kv, key) => {
+    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+    for (let i = 0; i < 300; i++) {
+      await repo.applyWrites(DID, [{
+        action: "create",
+        collection: COLLECTION_POST,
+        record: { text: `abortable ${i}`, createdAt: NOW },
+      }]);
+    }
+    const garbage = (await currentRoot(kv)).garbage!;
+    assert.ok(garbage > 1_000, `${garbage} garbage blocks`);
+
+    // Aborted before it starts: nothing is read or removed.
+    const none = await repo.compact(DID, { background: true, signal: AbortSignal.abort() });
+    assert.deepEqual(none, {
+      packs: 0,
+      rewritten: 0,
+      deleted: 0,
+      blocksKept: 0,
+      blocksRemoved: 0,
+      bytesRemoved: 0,
+      complete: false,
+    });
+
+    // Aborted while it runs (300 stored commits take many 4 ms slices at the background pace).
+    const abort = new AbortController();
+    setTimeout(() => abort.abort(new Error("stop")), 1);
+    const stopped = await repo.compact(DID, { background: true, signal: abort.signal });
+    assert.equal(stopped!.complete, false);
+    assert.equal((await currentRoot(kv)).garbage, garbage, "the root keeps its garbage count");
+    await verifyRepoCar(await exportRepoCar(kv, DID), DID, encodeDidKey(key.publicKey));
+
+    // A later compaction finishes the work.
+    const done = await repo.compact(DID);
+    assert.equal(done!.complete, true);
+    assert.equal((await currentRoot(kv)).garbage, 0);
+    assert.equal((await storedCopies(kv)).size, readCar(await exportRepoCar(kv, DID)).blocks.size);
+  });
+});

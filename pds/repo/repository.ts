@@ -176,6 +176,8 @@ export class RepoService {
   /** Settles when the last automatic compaction queued so far has (see {@link #maybeCompact}). */
   #compactionSlot: Promise<unknown> = Promise.resolve();
   #compactionsStopped = false;
+  /** Aborted by {@link compactionsSettled} with `stop`: the running one stops at its next rest. */
+  readonly #compactionAbort = new AbortController();
 
   constructor(deps: RepoDeps) {
     this.#deps = deps;
@@ -318,12 +320,16 @@ export class RepoService {
   }
 
   /**
-   * Resolves once no automatic compaction is queued or running; with `stop`, the queued ones
-   * are dropped and no new one starts (shutdown: the store is about to close). A dropped
-   * compaction loses nothing: the root keeps its garbage count, and the next write queues it.
+   * Resolves once no automatic compaction is queued or running; with `stop`, the running one
+   * stops at its next rest, the queued ones are dropped and no new one starts (shutdown: the
+   * store is about to close). A stopped compaction loses nothing: what it removed stays removed,
+   * the root keeps its garbage count, and a later write queues it again.
    */
   async compactionsSettled(opts: { stop?: boolean } = {}): Promise<void> {
-    if (opts.stop) this.#compactionsStopped = true;
+    if (opts.stop) {
+      this.#compactionsStopped = true;
+      this.#compactionAbort.abort(new Error("Compactions stopped"));
+    }
     let slot;
     do {
       slot = this.#compactionSlot;
@@ -351,7 +357,11 @@ export class RepoService {
     // compaction only, and the compaction is queued behind the current write (whose caller is
     // answered first).
     const run = this.#compactionSlot
-      .then(() => this.#compactionsStopped ? null : this.compact(did, { background: true }))
+      .then(() =>
+        this.#compactionsStopped
+          ? null
+          : this.compact(did, { background: true, signal: this.#compactionAbort.signal })
+      )
       .catch((err) => this.#deps.log.warn("repository compaction failed", { did, error: err }))
       .finally(() => this.#compactionQueued.delete(did));
     this.#compactionSlot = run;

@@ -42,6 +42,15 @@ Deno.test("TimeSlicer.next rests for the pace's rest: the background pace leaves
   assert.equal(late, false);
 });
 
+Deno.test("TimeSlicer.next throws the pace's abort reason once its signal is aborted", async () => {
+  const abort = new AbortController();
+  const slicer = new TimeSlicer({ sliceMs: 0, restMs: 0, signal: abort.signal });
+  await slicer.next();
+  const reason = new Error("stopped");
+  abort.abort(reason);
+  await assert.rejects(() => slicer.next(), (err) => err === reason);
+});
+
 Deno.test("a repository export lets the event loop run between slices", async () => {
   await using dir = await makeTempDir();
   const kv = await Deno.openKv(`${dir.path}/pds.kv`);
