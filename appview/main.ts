@@ -44,9 +44,10 @@ async function main(args: string[]): Promise<number> {
   const log = createLogger(command === "" ? "appview" : `appview.${command}`, {
     level: config.logLevel,
   });
-  const running = await startAppview({ config, log, components });
-  log.info("Index started", { command: command || "appview" });
-  await new Promise<void>((resolve) => {
+  // The listeners go in before startup and its log lines: a signal sent on one of them must
+  // find them, not Deno's default (exit 130 without closing); one sent during startup stops the
+  // index as soon as it runs.
+  const signalled = new Promise<void>((resolve) => {
     const stop = () => {
       Deno.removeSignalListener("SIGINT", stop);
       Deno.removeSignalListener("SIGTERM", stop);
@@ -55,6 +56,9 @@ async function main(args: string[]): Promise<number> {
     Deno.addSignalListener("SIGINT", stop);
     Deno.addSignalListener("SIGTERM", stop);
   });
+  const running = await startAppview({ config, log, components });
+  log.info("Index started", { command: command || "appview" });
+  await signalled;
   log.info("Shutting down");
   await running.close();
   return 0;

@@ -43,13 +43,25 @@ async function main(): Promise<void> {
   const config = loadPdsConfig(env);
   const log = createLogger("pds", { level: config.logLevel });
   const jwtSecret = await loadOrCreateJwtSecret(config, log);
-  const pds = await startPds({ env, jwtSecret, log });
+  // The listeners go in before startup, which logs "account host listening": a signal sent on
+  // that line must find them, not Deno's default (exit 130 without closing the store).
+  let pds: { close(): Promise<void> } | null = null;
+  let signalled = false;
+  let stopping = false;
   const stop = () => {
+    if (pds === null) {
+      signalled = true; // still starting: shut down as soon as it runs
+      return;
+    }
+    if (stopping) return;
+    stopping = true;
     log.info("shutting down");
     pds.close().then(() => Deno.exit(0));
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
+  pds = await startPds({ env, jwtSecret, log });
+  if (signalled) stop();
 }
 
 if (import.meta.main) {

@@ -100,20 +100,29 @@ export async function startDev(log: Logger): Promise<() => Promise<void>> {
 if (import.meta.main) {
   const level = Deno.env.get("LOG_LEVEL") ?? "info";
   const log = createLogger("dev", { level: isLogLevel(level) ? level : "info" });
+  // The listeners go in before startup, which logs "dev is running": a signal sent on that line
+  // (as scripts and tests do) must find them, not Deno's default (exit 130 without closing).
+  let stop: (() => Promise<void>) | null = null;
+  let signalled = false;
+  let stopping = false;
+  const shutdown = () => {
+    if (stop === null) {
+      signalled = true; // still starting: shut down as soon as it runs
+      return;
+    }
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down");
+    stop().then(() => Deno.exit(0), (err) => {
+      log.error("shutdown failed", { err });
+      Deno.exit(1);
+    });
+  };
+  Deno.addSignalListener("SIGINT", shutdown);
+  Deno.addSignalListener("SIGTERM", shutdown);
   try {
-    const stop = await startDev(log);
-    let stopping = false;
-    const shutdown = () => {
-      if (stopping) return;
-      stopping = true;
-      log.info("shutting down");
-      stop().then(() => Deno.exit(0), (err) => {
-        log.error("shutdown failed", { err });
-        Deno.exit(1);
-      });
-    };
-    Deno.addSignalListener("SIGINT", shutdown);
-    Deno.addSignalListener("SIGTERM", shutdown);
+    stop = await startDev(log);
+    if (signalled) shutdown();
   } catch (err) {
     log.error("dev failed to start", { err });
     Deno.exit(1);
