@@ -85,10 +85,15 @@ export function nativeSha256InUse(): Sha256Into | null {
 /** SHA-256 of `data`, with the native implementation when one is in use (see above). */
 export function sha256Digest(data: Uint8Array): Uint8Array {
   const out = new Uint8Array(SHA256_BYTES);
+  digestInto(data, out);
+  return out;
+}
+
+/** Writes SHA-256(`data`) into `out`: natively when installed and able, else `@noble/hashes`. */
+function digestInto(data: Uint8Array, out: Uint8Array): void {
   if (nativeSha256 === null || !nativeSha256(data, out)) {
     sha256.create().update(data).digestInto(out);
   }
-  return out;
 }
 
 /** CIDv1 (dag-cbor, sha-256) of DAG-CBOR bytes, computed synchronously. */
@@ -115,9 +120,7 @@ function sha256Cid(codec: number, bytes: Uint8Array): CID {
   out[2] = HASH_SHA256;
   out[3] = SHA256_BYTES;
   const digest = out.subarray(4);
-  if (nativeSha256 === null || !nativeSha256(bytes, digest)) {
-    sha256.create().update(bytes).digestInto(digest);
-  }
+  digestInto(bytes, digest);
   return new CID(1, codec, new Digest(HASH_SHA256, SHA256_BYTES, digest, out.subarray(2)), out);
 }
 

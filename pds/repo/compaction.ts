@@ -35,7 +35,7 @@ import {
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
 import { reachableBlocks } from "./reader.ts";
-import { BACKGROUND_PACE, type Pace, TimeSlicer, timeSlicing } from "./time_slice.ts";
+import { BACKGROUND_PACE, type Pace, TimeSlicer } from "./time_slice.ts";
 import type { RepoRoot } from "./repository.ts";
 
 /** What one compaction did. */
@@ -98,38 +98,46 @@ export async function compactRepoBlocks(
   root: RepoRoot & { versionstamp: string },
   opts: CompactionOptions = {},
 ): Promise<CompactionResult> {
-  const pace: Pace = {
-    ...(opts.background ? BACKGROUND_PACE : { sliceMs: timeSlicing.ms, restMs: 0 }),
-    signal: opts.signal,
-  };
-  const maxMutations = opts.background ? BACKGROUND_OP_MAX_MUTATIONS : OP_MAX_MUTATIONS;
-  const maxBytes = opts.background ? BACKGROUND_OP_MAX_BYTES : OP_MAX_BYTES;
-  const result: CompactionResult = {
-    packs: 0,
-    rewritten: 0,
-    deleted: 0,
-    blocksKept: 0,
-    blocksRemoved: 0,
-    bytesRemoved: 0,
-    complete: true,
+  const run: Run = {
+    pace: opts.background ? { ...BACKGROUND_PACE, signal: opts.signal } : { signal: opts.signal },
+    maxMutations: opts.background ? BACKGROUND_OP_MAX_MUTATIONS : OP_MAX_MUTATIONS,
+    maxBytes: opts.background ? BACKGROUND_OP_MAX_BYTES : OP_MAX_BYTES,
+    restAfterWrites: opts.background ?? false,
+    result: {
+      packs: 0,
+      rewritten: 0,
+      deleted: 0,
+      blocksKept: 0,
+      blocksRemoved: 0,
+      bytesRemoved: 0,
+      complete: true,
+    },
   };
   try {
-    return await compact(kv, did, root, pace, maxMutations, maxBytes, opts.background, result);
+    return await compact(kv, did, root, run);
   } catch (err) {
-    if (opts.signal?.aborted && err === opts.signal.reason) return { ...result, complete: false };
+    if (opts.signal?.aborted && err === opts.signal.reason) {
+      return { ...run.result, complete: false };
+    }
     throw err;
   }
+}
+
+/** How one compaction runs, and what it did so far (counted as its atomic operations commit). */
+interface Run {
+  pace: Pace;
+  maxMutations: number;
+  maxBytes: number;
+  /** Rest after each atomic operation too (background). */
+  restAfterWrites: boolean;
+  result: CompactionResult;
 }
 
 async function compact(
   kv: Deno.Kv,
   did: string,
   root: RepoRoot & { versionstamp: string },
-  pace: Pace,
-  maxMutations: number,
-  maxBytes: number,
-  background: boolean | undefined,
-  result: CompactionResult,
+  { pace, maxMutations, maxBytes, restAfterWrites, result }: Run,
 ): Promise<CompactionResult> {
   pace.signal?.throwIfAborted();
   const packs = await new KvBlockSource(kv, did).packs(pace);
@@ -189,7 +197,7 @@ async function compact(
     const packBytes = encoded?.length ?? 0;
     if (mutations + packMutations > maxMutations || bytes + packBytes > maxBytes) {
       if (!await flush()) return { ...result, complete: false };
-      if (background) await slicer.next();
+      if (restAfterWrites) await slicer.next();
     }
     for (let c = 0; c < chunks; c++) {
       const start = c * BLOCKS_CHUNK_BYTES;

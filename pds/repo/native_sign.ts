@@ -137,7 +137,7 @@ export class NativeP256Signer {
     if (this.#closed) throw new Error("Native signer is closed");
     const key = this.#key(privateKey);
     const digest = this.#digest;
-    this.#lib.symbols.SHA256(message, BigInt(message.length), digest);
+    this.#sha256(message, digest);
     this.#sigLength[0] = BigInt(MAX_DER_SIG);
     const ok = this.#lib.symbols.EVP_PKEY_sign(
       key.ctx,
@@ -159,8 +159,13 @@ export class NativeP256Signer {
    */
   sha256Into(data: Uint8Array, out: Uint8Array): boolean {
     if (this.#closed || out.length !== 32) return false;
-    this.#lib.symbols.SHA256(data, BigInt(data.length), out);
+    this.#sha256(data, out);
     return true;
+  }
+
+  /** OpenSSL's one-shot SHA-256 of `data` into the 32 bytes of `out`. */
+  #sha256(data: Uint8Array, out: Uint8Array): void {
+    this.#lib.symbols.SHA256(data, BigInt(data.length), out);
   }
 
   /** Frees every loaded key and unloads the library. */
@@ -174,7 +179,7 @@ export class NativeP256Signer {
 
   /** The cache key of a private key: its SHA-256, in hex. */
   #keyId(privateKey: Uint8Array): string {
-    this.#lib.symbols.SHA256(privateKey, BigInt(privateKey.length), this.#keyDigest);
+    this.#sha256(privateKey, this.#keyDigest);
     return bytesToHex(this.#keyDigest);
   }
 

@@ -175,7 +175,6 @@ export class RepoService {
   readonly #compactionQueued = new Set<string>();
   /** Settles when the last automatic compaction queued so far has (see {@link #maybeCompact}). */
   #compactionSlot: Promise<unknown> = Promise.resolve();
-  #compactionsStopped = false;
   /** Aborted by {@link compactionsSettled} with `stop`: the running one stops at its next rest. */
   readonly #compactionAbort = new AbortController();
 
@@ -326,10 +325,7 @@ export class RepoService {
    * the root keeps its garbage count, and a later write queues it again.
    */
   async compactionsSettled(opts: { stop?: boolean } = {}): Promise<void> {
-    if (opts.stop) {
-      this.#compactionsStopped = true;
-      this.#compactionAbort.abort(new Error("Compactions stopped"));
-    }
+    if (opts.stop) this.#compactionAbort.abort(new Error("Compactions stopped"));
     let slot;
     do {
       slot = this.#compactionSlot;
@@ -347,7 +343,7 @@ export class RepoService {
     );
     if (
       (root.garbage ?? 0) < threshold || this.#compactionQueued.has(did) ||
-      this.#compactionsStopped
+      this.#compactionAbort.signal.aborted
     ) return;
     this.#compactionQueued.add(did);
     // One automatic compaction at a time, at the background pace: accounts written at the same
@@ -358,7 +354,7 @@ export class RepoService {
     // answered first).
     const run = this.#compactionSlot
       .then(() =>
-        this.#compactionsStopped
+        this.#compactionAbort.signal.aborted
           ? null
           : this.compact(did, { background: true, signal: this.#compactionAbort.signal })
       )

@@ -19,13 +19,14 @@ export const timeSlicing = { ms: SLICE_MS };
 const STEPS_PER_CHECK = 8;
 
 /**
- * How a long loop shares the main thread: slices of `sliceMs` of work, each followed by `restMs`
- * in which only the event loop runs (0: one turn). With `signal`, {@link TimeSlicer.next} throws
- * the signal's reason once it is aborted (the loop stops at its next rest).
+ * How a long loop shares the main thread: slices of `sliceMs` of work (default
+ * {@link timeSlicing}`.ms`), each followed by `restMs` in which only the event loop runs
+ * (default 0: one turn). With `signal`, {@link TimeSlicer.next} throws the signal's reason once
+ * it is aborted (the loop stops at its next rest).
  */
 export interface Pace {
-  sliceMs: number;
-  restMs: number;
+  sliceMs?: number;
+  restMs?: number;
   signal?: AbortSignal;
 }
 
@@ -37,7 +38,7 @@ export interface Pace {
  * and a compaction in 10 ms slices with one turn between them took most of the rest: each one
  * held requests back for 60-200 ms.
  */
-export const BACKGROUND_PACE: Pace = { sliceMs: 4, restMs: 8 };
+export const BACKGROUND_PACE: Required<Omit<Pace, "signal">> = { sliceMs: 4, restMs: 8 };
 
 /** Tells a long loop when to let the event loop run. */
 export class TimeSlicer {
@@ -47,7 +48,6 @@ export class TimeSlicer {
   #start = performance.now();
   #steps = 0;
 
-  /** `pace` defaults to slices of {@link timeSlicing}`.ms` and one turn of rest. */
   constructor(pace?: Pace) {
     this.#sliceMs = pace?.sliceMs ?? timeSlicing.ms;
     this.#restMs = pace?.restMs ?? 0;
