@@ -75,6 +75,8 @@ export interface ClientResult {
   latenciesMs: number[];
   /** The client's CPU time over the job. */
   cpuMs: number;
+  /** The client process's CPU time in all, start-up included. */
+  processCpuMs: number;
 }
 
 /** This process's CPU time so far (user + system), in milliseconds. */
@@ -111,7 +113,13 @@ async function run(job: Job): Promise<ClientResult> {
     await Promise.all(pending);
   }
   client.close();
-  return { seconds: (performance.now() - t0) / 1000, latenciesMs, cpuMs: cpuMs() - cpuStart };
+  const cpuEnd = cpuMs();
+  return {
+    seconds: (performance.now() - t0) / 1000,
+    latenciesMs,
+    cpuMs: cpuEnd - cpuStart,
+    processCpuMs: cpuEnd,
+  };
 }
 
 /** The push sink (`--sink`): counts the pushes until stdin closes. */
