@@ -4,10 +4,10 @@
  * stdin, writes the result as JSON on stdout:
  *
  * - `{mode: "closed", url, accounts, perAccount}`: one closed loop of createRecord per account;
- *   answers `{seconds, latenciesMs, cpuMs}`;
+ *   answers `{seconds, latenciesMs, cpuMs, processCpuMs}`;
  * - `{mode: "open", url, accounts, rate, seconds}`: an open-loop load at `rate` requests/s
  *   spread over the accounts, latency of each request from its scheduled start (so queueing
- *   counts); answers `{seconds, latenciesMs, cpuMs}`.
+ *   counts); answers `{seconds, latenciesMs, cpuMs, processCpuMs}`.
  *
  * `cpuMs` is the client's own CPU time over the job: on a 2-core machine the load generator
  * competes with the host it measures, and the bench reports how much. To keep that share small
