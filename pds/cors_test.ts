@@ -2,6 +2,7 @@
 // cookies): CORS headers on every answer, and preflights (spec 5, DESIGN.md section 4).
 
 import assert from "node:assert/strict";
+import { COLLECTION_POST, EMBED_IMAGES } from "../shared/nsid.ts";
 import { makeTempDir } from "../tests/_util.ts";
 import { captureLogger, createTestApp, signUp, TEST_ENV } from "./_test_helpers.ts";
 import { startPds } from "./server.ts";
@@ -55,7 +56,24 @@ Deno.test("the account host answers every origin: success, error, not found and 
   });
   assert.equal(uploaded.status, 200);
   assert.equal(uploaded.headers.get("access-control-allow-origin"), "*");
-  const cid = (await uploaded.json()).blob.ref.$link;
+  const image = (await uploaded.json()).blob;
+  const cid = image.ref.$link;
+  // getBlob serves a blob a record references.
+  const referenced = await fetch(`${pds.url}/xrpc/com.atproto.repo.createRecord`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${alice.accessJwt}` },
+    body: JSON.stringify({
+      repo: alice.did,
+      collection: COLLECTION_POST,
+      record: {
+        text: "a picture",
+        createdAt: new Date().toISOString(),
+        embed: { $type: EMBED_IMAGES, images: [{ alt: "", image }] },
+      },
+    }),
+  });
+  assert.equal(referenced.status, 200);
+  await referenced.body?.cancel();
   const blob = await fetch(
     `${pds.url}/xrpc/com.atproto.sync.getBlob?did=${alice.did}&cid=${cid}`,
     { headers: origin },

@@ -58,6 +58,24 @@ export async function blobRefIndexBuilt(kv: Deno.Kv): Promise<boolean> {
   return (marker.value?.version ?? 0) >= INDEX_VERSION;
 }
 
+/** Stores whose reference index is known to be built (it is never unbuilt). */
+const indexBuilt = new WeakSet<Deno.Kv>();
+
+/**
+ * Whether blob `cid` of `did` may be served by `getBlob`: a record references it. An upload no
+ * record references is not served (the reference account host keeps uploads apart until a record
+ * takes them), so the host is not a file host for whatever is uploaded. Until the reference index
+ * is built (the first start after an upgrade from a version without it) references are not known,
+ * and every stored blob counts as referenced.
+ */
+export async function blobIsReferenced(kv: Deno.Kv, did: string, cid: string): Promise<boolean> {
+  for await (const _ of kv.list({ prefix: blobRefPrefix(did, cid) }, { limit: 1 })) return true;
+  if (indexBuilt.has(kv)) return false;
+  if (!await blobRefIndexBuilt(kv)) return true;
+  indexBuilt.add(kv);
+  return false;
+}
+
 /**
  * Deletes blob `cid` of `did` when no record references it (and, with `storedBefore`, only when
  * it was stored before that time) and no upload of it is half stored. True when it was deleted.

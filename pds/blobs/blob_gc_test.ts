@@ -23,7 +23,7 @@ import {
   sweepUnreferencedBlobs,
   UPLOAD_GRACE_MS,
 } from "./blob_gc.ts";
-import { putBlob } from "./blob_store.ts";
+import { getBlob, putBlob } from "./blob_store.ts";
 
 const NOW = "2024-05-01T12:00:00.000Z";
 /** A blob of three chunks (chunks are 60,000 bytes). */
@@ -83,7 +83,10 @@ async function deletePost(a: Account, rkey: string): Promise<void> {
   assert.equal(res.status, 200);
 }
 
-/** The status of getBlob and how many chunk and reference keys the blob has in KV. */
+/**
+ * The status of getBlob (400 for a blob no record references, spec 4.1) and how many chunk and
+ * reference keys the blob has in KV.
+ */
 async function blobState(a: Account, blob: Blob): Promise<[number, number, number]> {
   const cid = blob.ref.$link;
   const res = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
@@ -98,14 +101,34 @@ async function blobState(a: Account, blob: Blob): Promise<[number, number, numbe
   ];
 }
 
-/** getBlob serves exactly `bytes` (1 MiB), and all 18 chunks are stored. */
+/** The store holds exactly `bytes` (1 MiB) for `cid`, in all 18 chunks. */
 async function assertWhole1MiB(a: Account, cid: string, bytes: Uint8Array): Promise<void> {
-  const get = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
-  assert.equal(get.status, 200);
-  assert.deepEqual(new Uint8Array(await get.arrayBuffer()), bytes);
+  assert.deepEqual((await getBlob(a.t.ctx.kv, a.did, cid))?.bytes, bytes);
   const chunks = await Array.fromAsync(a.t.ctx.kv.list({ prefix: blobChunkPrefix(a.did, cid) }));
   assert.equal(chunks.length, 18);
 }
+
+Deno.test("getBlob serves an upload once a record references it, not before (spec 4.1)", async () => {
+  const a = await setUp();
+  await using _ = a.t;
+  const blob = await upload(a, 3, BIG);
+  const cid = blob.ref.$link;
+  const path = `/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`;
+  const before = await a.t.app.request(path);
+  assert.equal(before.status, 400);
+  assert.deepEqual(await before.json(), {
+    error: "BlobNotFound",
+    message: `Blob not found: "${cid}"`,
+  });
+  assert.deepEqual(await blobState(a, blob), [400, 3, 0]);
+  const rkey = await postWith(a, blob);
+  const after = await a.t.app.request(path);
+  assert.equal(after.status, 200);
+  assert.equal(after.headers.get("content-type"), "image/png");
+  assert.deepEqual(new Uint8Array(await after.arrayBuffer()), new Uint8Array(BIG).fill(3));
+  await deletePost(a, rkey);
+  assert.deepEqual(await blobState(a, blob), [400, 0, 0]);
+});
 
 Deno.test("a blob is deleted with the last record referencing it, not before", async () => {
   const a = await setUp();
@@ -155,7 +178,7 @@ Deno.test("the sweep deletes uploads nobody referenced once a day old, and keeps
   await postWith(a, used);
   const kv = a.t.ctx.kv;
   assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + UPLOAD_GRACE_MS - 60_000 }), 0);
-  assert.deepEqual(await blobState(a, stray), [200, 3, 0]);
+  assert.deepEqual(await blobState(a, stray), [400, 3, 0]);
   assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + UPLOAD_GRACE_MS + 60_000 }), 1);
   assert.deepEqual(await blobState(a, stray), [400, 0, 0]);
   assert.deepEqual(await blobState(a, used), [200, 1, 1]);
@@ -175,6 +198,7 @@ Deno.test("records written before the index: nothing is deleted until the backfi
   assert.equal(await blobRefIndexBuilt(kv), false);
   assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 0);
   await deletePost(a, rkey);
+  // Until the backfill, references are unknown: a stored blob is still served.
   assert.deepEqual(await blobState(a, blob), [200, 1, 0]);
   assert.equal(await buildBlobRefIndex(kv, Date.now()), 1);
   assert.equal((await kv.get<{ version: number }>(blobRefIndexKey())).value?.version, 1);
@@ -254,7 +278,7 @@ Deno.test("uploading an old unreferenced blob again restarts its day", async () 
   const again = await upload(a, 11);
   assert.deepEqual(again, first);
   assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + 60_000 }), 0);
-  assert.deepEqual(await blobState(a, first), [200, 1, 0]);
+  assert.deepEqual(await blobState(a, first), [400, 1, 0]);
 });
 
 Deno.test("the backfill indexes records of many references and long keys in bounded operations", async () => {
@@ -296,8 +320,8 @@ Deno.test("the chunks of an upload interrupted between its two operations are sw
   const ten = await upload(a, 21, 600_000);
   const largest = await upload(a, 22, 1024 * 1024);
   assert.equal(await markers(), 0);
-  assert.deepEqual(await blobState(a, ten), [200, 10, 0]);
-  assert.deepEqual(await blobState(a, largest), [200, 18, 0]);
+  assert.deepEqual(await blobState(a, ten), [400, 10, 0]);
+  assert.deepEqual(await blobState(a, largest), [400, 18, 0]);
 
   // What an upload of the largest blob leaves when the process dies after its first operation:
   // the first ten chunks and the marker, no metadata.
@@ -320,8 +344,8 @@ Deno.test("the chunks of an upload interrupted between its two operations are sw
   assert.deepEqual(await blobState(a, orphan), [400, 0, 0]);
   assert.equal(await markers(), 0);
   // Complete uploads are untouched.
-  assert.deepEqual(await blobState(a, ten), [200, 10, 0]);
-  assert.deepEqual(await blobState(a, largest), [200, 18, 0]);
+  assert.deepEqual(await blobState(a, ten), [400, 10, 0]);
+  assert.deepEqual(await blobState(a, largest), [400, 18, 0]);
 });
 
 Deno.test("an upload started again after an interruption is neither swept nor left marked", async () => {
@@ -340,9 +364,7 @@ Deno.test("an upload started again after an interruption is neither swept nor le
   assert.equal(again.ref.$link, cid);
   assert.equal(await kv.atomic().check(stale).commit().then((r) => r.ok), false);
   assert.equal(await sweepInterruptedUploads(kv, { now: Date.now() + 60_000 }), 0);
-  const res = await a.t.app.request(`/xrpc/com.atproto.sync.getBlob?did=${a.did}&cid=${cid}`);
-  assert.equal(res.status, 200);
-  assert.deepEqual(new Uint8Array(await res.arrayBuffer()), bytes);
+  assert.deepEqual((await getBlob(kv, a.did, cid))?.bytes, bytes);
   assert.equal((await Array.fromAsync(kv.list({ prefix: ["blob_upload"] }))).length, 0);
 });
 
@@ -410,7 +432,7 @@ Deno.test("a stopped sweep deletes nothing more", async () => {
   const later = Date.now() + UPLOAD_GRACE_MS + 60_000;
   const stopped = AbortSignal.abort();
   assert.equal(await sweepUnreferencedBlobs(kv, { now: later, signal: stopped }), 0);
-  for (const b of strays) assert.equal((await blobState(a, b))[0], 200);
+  for (const b of strays) assert.ok((await blobState(a, b))[1] > 0, "chunks kept");
   // An interrupted upload is left alike.
   const marker = kv.atomic().set(blobUploadKey(a.did, "bafkqaaa"), { createdAt: NOW });
   marker.set(blobChunkKey(a.did, "bafkqaaa", 0), new Uint8Array(1));
@@ -419,5 +441,5 @@ Deno.test("a stopped sweep deletes nothing more", async () => {
   // Not stopped: everything goes.
   assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 3);
   assert.equal(await sweepInterruptedUploads(kv, { now: later }), 1);
-  for (const b of strays) assert.equal((await blobState(a, b))[0], 400);
+  for (const b of strays) assert.deepEqual(await blobState(a, b), [400, 0, 0]);
 });

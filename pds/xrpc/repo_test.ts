@@ -11,6 +11,7 @@ import {
   COLLECTION_POST,
   COLLECTION_PROFILE,
   COLLECTION_REPOST,
+  EMBED_IMAGES,
 } from "../../shared/nsid.ts";
 import type { PdsContext, PdsHooks } from "../context.ts";
 import { createTestApp, signUp, startTestServer, xrpcGet, xrpcPost } from "../_test_helpers.ts";
@@ -463,9 +464,22 @@ Deno.test("a 1 MiB blob round-trips unauthenticated; 1 MiB + 1 byte is 413 and s
   assert.equal(ref.size, 1024 * 1024);
   assert.match(ref.ref.$link, /^bafkrei/);
 
-  const got = await fetch(
-    `${s.url}/xrpc/com.atproto.sync.getBlob?did=${session.did}&cid=${ref.ref.$link}`,
-  );
+  const blobUrl = `${s.url}/xrpc/com.atproto.sync.getBlob?did=${session.did}&cid=${ref.ref.$link}`;
+  // Served once a record references it (an upload alone is not).
+  const unreferenced = await fetch(blobUrl);
+  assert.equal(unreferenced.status, 400);
+  assert.equal((await unreferenced.json()).error, "BlobNotFound");
+  const post = await xrpcPost(s.url, "com.atproto.repo.createRecord", {
+    repo: session.did,
+    collection: COLLECTION_POST,
+    record: {
+      text: "a picture",
+      createdAt: new Date().toISOString(),
+      embed: { $type: EMBED_IMAGES, images: [{ alt: "", image: ref }] },
+    },
+  }, bearer(session.accessJwt));
+  assert.equal(post.status, 200);
+  const got = await fetch(blobUrl);
   assert.equal(got.status, 200);
   assert.equal(got.headers.get("content-type"), "image/png");
   assert.equal(got.headers.get("x-content-type-options"), "nosniff");

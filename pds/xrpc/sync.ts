@@ -18,6 +18,7 @@ import {
   listRepos,
   requireRepoRoot,
 } from "../repo/reader.ts";
+import { blobIsReferenced } from "../blobs/blob_gc.ts";
 import { getBlob } from "../blobs/blob_store.ts";
 import { ConcurrencyGate, GateFullError } from "../concurrency_gate.ts";
 import { XrpcError } from "./errors.ts";
@@ -134,7 +135,8 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const did = requireDid(c);
     const cid = requireParam(c, "cid");
     checkCid(cid);
-    const blob = await getBlob(ctx.kv, did, cid);
+    // An upload no record references yet is not served (see blobIsReferenced).
+    const blob = await blobIsReferenced(ctx.kv, did, cid) ? await getBlob(ctx.kv, did, cid) : null;
     if (blob === null) throw new XrpcError(400, "BlobNotFound", `Blob not found: ${q(cid)}`);
     return new Response(blob.bytes as Uint8Array<ArrayBuffer>, {
       headers: {
