@@ -101,6 +101,11 @@ async function blobState(a: Account, blob: Blob): Promise<[number, number, numbe
   ];
 }
 
+/** Bytes the store holds for the blob (its metadata and chunks), 0 when none. */
+async function storedBytes(a: Account, blob: Blob): Promise<number> {
+  return (await getBlob(a.t.ctx.kv, a.did, blob.ref.$link))?.bytes.length ?? 0;
+}
+
 /** The store holds exactly `bytes` (1 MiB) for `cid`, in all 18 chunks. */
 async function assertWhole1MiB(a: Account, cid: string, bytes: Uint8Array): Promise<void> {
   assert.deepEqual((await getBlob(a.t.ctx.kv, a.did, cid))?.bytes, bytes);
@@ -203,9 +208,14 @@ Deno.test("records written before the index: nothing is deleted until the backfi
   assert.equal(await buildBlobRefIndex(kv, Date.now()), 1);
   assert.equal((await kv.get<{ version: number }>(blobRefIndexKey())).value?.version, 1);
   assert.deepEqual(await blobState(a, kept), [200, 1, 1]);
-  // The blob of the record deleted before the backfill is unreferenced: the sweep takes it.
-  assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 1);
+  // Built: a bare upload is no longer served.
+  const bare = await upload(a, 12);
+  assert.deepEqual(await blobState(a, bare), [400, 1, 0]);
+  // The blob of the record deleted before the backfill is unreferenced: the sweep takes it (and
+  // the bare upload).
+  assert.equal(await sweepUnreferencedBlobs(kv, { now: later }), 2);
   assert.deepEqual(await blobState(a, blob), [400, 0, 0]);
+  assert.deepEqual(await blobState(a, bare), [400, 0, 0]);
   assert.deepEqual(await blobState(a, kept), [200, 1, 1]);
   assert.equal(await buildBlobRefIndex(kv, Date.now()), 0, "built once");
 });
@@ -279,6 +289,7 @@ Deno.test("uploading an old unreferenced blob again restarts its day", async () 
   assert.deepEqual(again, first);
   assert.equal(await sweepUnreferencedBlobs(kv, { now: Date.now() + 60_000 }), 0);
   assert.deepEqual(await blobState(a, first), [400, 1, 0]);
+  assert.equal(await storedBytes(a, first), 9);
 });
 
 Deno.test("the backfill indexes records of many references and long keys in bounded operations", async () => {
@@ -346,6 +357,10 @@ Deno.test("the chunks of an upload interrupted between its two operations are sw
   // Complete uploads are untouched.
   assert.deepEqual(await blobState(a, ten), [400, 10, 0]);
   assert.deepEqual(await blobState(a, largest), [400, 18, 0]);
+  assert.deepEqual([await storedBytes(a, ten), await storedBytes(a, largest)], [
+    600_000,
+    1024 * 1024,
+  ]);
 });
 
 Deno.test("an upload started again after an interruption is neither swept nor left marked", async () => {
@@ -432,7 +447,12 @@ Deno.test("a stopped sweep deletes nothing more", async () => {
   const later = Date.now() + UPLOAD_GRACE_MS + 60_000;
   const stopped = AbortSignal.abort();
   assert.equal(await sweepUnreferencedBlobs(kv, { now: later, signal: stopped }), 0);
-  for (const b of strays) assert.ok((await blobState(a, b))[1] > 0, "chunks kept");
+  assert.deepEqual(await Promise.all(strays.map((b) => blobState(a, b))), [
+    [400, 3, 0],
+    [400, 1, 0],
+    [400, 1, 0],
+  ]);
+  assert.deepEqual(await Promise.all(strays.map((b) => storedBytes(a, b))), [BIG, 9, 9]);
   // An interrupted upload is left alike.
   const marker = kv.atomic().set(blobUploadKey(a.did, "bafkqaaa"), { createdAt: NOW });
   marker.set(blobChunkKey(a.did, "bafkqaaa", 0), new Uint8Array(1));
