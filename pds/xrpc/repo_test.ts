@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { verifyProofs, verifyRepoCar } from "@atproto/repo";
 import { readCar } from "../../shared/car.ts";
+import { base58btc } from "multiformats/bases/base58";
 import { parseCid } from "../../shared/cid.ts";
 import {
   COLLECTION_FOLLOW,
@@ -428,6 +429,14 @@ Deno.test("a repo written over HTTP (1,000 records, every collection, deletes) v
   const read = readCar(new Uint8Array(await blocks.arrayBuffer()));
   assert.deepEqual(read.roots, []);
   assert.deepEqual([...read.blocks.keys()].sort(), [commitCid, created[0].cid].sort());
+  // A CID in another base names the same block (getBlocksCar reads any base).
+  const base58 = await xrpcGet(
+    t.app,
+    `com.atproto.sync.getBlocks?did=${did}&cids=${parseCid(commitCid).toString(base58btc)}`,
+  );
+  assert.equal(base58.status, 200);
+  const read58 = readCar(new Uint8Array(await base58.arrayBuffer()));
+  assert.deepEqual([...read58.blocks.keys()], [commitCid]);
   const missing = await xrpcGet(
     t.app,
     `com.atproto.sync.getBlocks?did=${did}&cids=bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpa`,
@@ -485,6 +494,14 @@ Deno.test("a 1 MiB blob round-trips unauthenticated; 1 MiB + 1 byte is 413 and s
   assert.equal(got.headers.get("x-content-type-options"), "nosniff");
   assert.equal(got.headers.get("content-security-policy"), "default-src 'none'; sandbox");
   assert.deepEqual(new Uint8Array(await got.arrayBuffer()), blob);
+  // The same blob named in base58btc.
+  const got58 = await fetch(
+    `${s.url}/xrpc/com.atproto.sync.getBlob?did=${session.did}&cid=${
+      parseCid(ref.ref.$link).toString(base58btc)
+    }`,
+  );
+  assert.equal(got58.status, 200);
+  assert.deepEqual(new Uint8Array(await got58.arrayBuffer()), blob);
 
   // Too large, streamed without a Content-Length.
   const big = new Uint8Array(1024 * 1024 + 1);

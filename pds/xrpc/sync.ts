@@ -6,7 +6,7 @@
  */
 
 import { type Context, Hono } from "hono";
-import { parseCid } from "../../shared/cid.ts";
+import { formatCid, parseCid } from "../../shared/cid.ts";
 import { isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
 import { isValidTid } from "../../shared/tid.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
@@ -105,7 +105,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
         `Too many cids: ${cids.length} (at most ${MAX_GET_BLOCKS})`,
       );
     }
-    for (const cid of cids) checkCid(cid);
+    for (const cid of cids) canonicalCid(cid); // 400 for one that is no CID
     return car(await domain(getBlocksCar(ctx.kv, did, cids)));
   });
 
@@ -133,8 +133,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
 
   app.get(`/xrpc/${NSID}.getBlob`, async (c) => {
     const did = requireDid(c);
-    const cid = requireParam(c, "cid");
-    checkCid(cid);
+    const cid = canonicalCid(requireParam(c, "cid"));
     // An upload no record references yet is not served (see blobIsReferenced).
     const blob = await blobIsReferenced(ctx.kv, did, cid) ? await getBlob(ctx.kv, did, cid) : null;
     if (blob === null) throw new XrpcError(400, "BlobNotFound", `Blob not found: ${q(cid)}`);
@@ -251,9 +250,13 @@ function requireDid(c: Context): string {
   return did;
 }
 
-function checkCid(cid: string): void {
+/**
+ * The stored spelling (base32 CIDv1) of a CID parameter, which may come in any base the CID
+ * parser reads (a base58btc `z...` one, say); 400 `InvalidRequest` when it is no CID.
+ */
+function canonicalCid(cid: string): string {
   try {
-    parseCid(cid);
+    return formatCid(parseCid(cid));
   } catch {
     throw invalid("cid", cid);
   }
