@@ -58,6 +58,12 @@ export async function blobRefIndexBuilt(kv: Deno.Kv): Promise<boolean> {
   return (marker.value?.version ?? 0) >= INDEX_VERSION;
 }
 
+/** Whether a record references blob `cid` of `did` (one reference key is enough). */
+async function hasBlobRef(kv: Deno.Kv, did: string, cid: string): Promise<boolean> {
+  for await (const _ of kv.list({ prefix: blobRefPrefix(did, cid) }, { limit: 1 })) return true;
+  return false;
+}
+
 /** Stores whose reference index is known to be built (it is never unbuilt). */
 const indexBuilt = new WeakSet<Deno.Kv>();
 
@@ -69,7 +75,7 @@ const indexBuilt = new WeakSet<Deno.Kv>();
  * and every stored blob counts as referenced.
  */
 export async function blobIsReferenced(kv: Deno.Kv, did: string, cid: string): Promise<boolean> {
-  for await (const _ of kv.list({ prefix: blobRefPrefix(did, cid) }, { limit: 1 })) return true;
+  if (await hasBlobRef(kv, did, cid)) return true;
   if (indexBuilt.has(kv)) return false;
   if (!await blobRefIndexBuilt(kv)) return true;
   indexBuilt.add(kv);
@@ -91,7 +97,7 @@ export async function deleteBlobIfUnreferenced(
   if (opts.storedBefore !== undefined && !(Date.parse(meta.value.createdAt) < opts.storedBefore)) {
     return false;
   }
-  for await (const _ of kv.list({ prefix: blobRefPrefix(did, cid) }, { limit: 1 })) return false;
+  if (await hasBlobRef(kv, did, cid)) return false;
   // No upload of the same bytes may be half stored: its first operation has written chunks
   // this deletion would take, and its second would then publish a blob missing them.
   const op = kv.atomic().check(meta).check({ key: blobUploadKey(did, cid), versionstamp: null })

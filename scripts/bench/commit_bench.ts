@@ -217,25 +217,18 @@ export async function benchCommits(): Promise<BenchResult[]> {
 
 /**
  * CPU time of this process's threads so far, in ms, summed by thread name ("main" for the main
- * thread), from Linux `/proc` (read by `cat`: Deno lets a program read its own `/proc` entries
- * only with --allow-all); empty where that fails. A thread that ended in between is missing
- * from the later reading.
+ * thread), from Linux `/proc` ({@link catProc}); empty where that fails. A thread that ended in
+ * between is missing from the later reading.
  */
 async function threadCpuMs(): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   try {
-    const res = await new Deno.Command("sh", {
-      args: ["-c", `cat /proc/${Deno.pid}/task/*/stat`],
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    const msPerTick = 1000 / 100; // USER_HZ is 100 on Linux
-    for (const stat of new TextDecoder().decode(res.stdout).split("\n")) {
+    for (const stat of (await catProc(`/proc/${Deno.pid}/task/*/stat`)).split("\n")) {
       if (stat.trim() === "") continue;
       const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).trim();
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       // stat fields 14 and 15 (utime, stime) are 11 and 12 after the name.
-      const ms = (Number(fields[11]) + Number(fields[12])) * msPerTick;
+      const ms = (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
       const key = stat.startsWith(`${Deno.pid} `) ? "main" : name;
       out.set(key, (out.get(key) ?? 0) + ms);
     }
@@ -245,18 +238,30 @@ async function threadCpuMs(): Promise<Map<string, number>> {
   return out;
 }
 
+/** Milliseconds per clock tick of Linux `/proc` CPU times (USER_HZ is 100). */
+const MS_PER_TICK = 1000 / 100;
+
+/**
+ * The text of Linux `/proc` files (`paths`, a shell glob), read by `cat`: Deno lets a program read
+ * `/proc` entries only with --allow-all.
+ */
+async function catProc(paths: string): Promise<string> {
+  const res = await new Deno.Command("sh", {
+    args: ["-c", `cat ${paths}`],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  // What it read even when it failed on some (a thread that ended while it ran).
+  return new TextDecoder().decode(res.stdout);
+}
+
 /**
  * CPU time the whole machine has spent busy so far (every process and core), in ms, from Linux
- * `/proc/stat` (read by `cat`, as in {@link threadCpuMs}); null where that fails.
+ * `/proc/stat`; null where that fails.
  */
 async function machineBusyMs(): Promise<number | null> {
   try {
-    const res = await new Deno.Command("cat", {
-      args: ["/proc/stat"],
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    return res.success ? procStatBusyMs(new TextDecoder().decode(res.stdout)) : null;
+    return procStatBusyMs(await catProc("/proc/stat"));
   } catch {
     return null;
   }
@@ -271,8 +276,7 @@ export function procStatBusyMs(stat: string): number | null {
   const ticks = line?.trim().split(/\s+/).slice(1, 9).map(Number);
   if (ticks === undefined || ticks.length < 8 || !ticks.every(Number.isSafeInteger)) return null;
   const [user, nice, system, , , irq, softirq, steal] = ticks;
-  const msPerTick = 1000 / 100; // USER_HZ is 100 on Linux
-  return (user + nice + system + irq + softirq + steal) * msPerTick;
+  return (user + nice + system + irq + softirq + steal) * MS_PER_TICK;
 }
 
 /**
