@@ -22,6 +22,7 @@ import { profileRoutes } from "./api/profile.ts";
 import { searchRoutes } from "./api/search.ts";
 import { threadRoutes } from "./api/thread.ts";
 import { timelineRoutes } from "./api/timeline.ts";
+import { viewerRoutes } from "./api/viewer.ts";
 import type { TokenVerifier } from "./auth/verifier.ts";
 import type { AppviewContext } from "./context.ts";
 import { createViews } from "./views/views.ts";
@@ -60,6 +61,7 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
   app.route("/", searchRoutes(views));
   app.route("/", threadRoutes(views));
   app.route("/", graphRoutes(views));
+  app.route("/", viewerRoutes(views));
   app.route("/", ingestRoutes(ctx));
   app.route("/", healthRoutes(ctx));
   const allowedOn = routeMethods(app);

@@ -35,6 +35,7 @@ import type {
   StrongRef,
   ThreadFullResponse,
   ThreadResponse,
+  ViewerState,
 } from "./client_types.ts";
 import {
   LoginRequiredError,
@@ -297,6 +298,18 @@ export class SocialClient {
   following(did: string, page: { cursor?: string; limit?: number } = {}) {
     return this.#call<{ profiles: ActorProfile[] } & Page>(this.#appview, "GET", "/api/following", {
       query: { did, ...page },
+    });
+  }
+
+  /**
+   * The logged-in account's like and repost records of the posts `uris` and its follow records
+   * of the accounts `actors` (at most 100 of each): what to show as liked, reposted, followed,
+   * and the record URI {@link deleteRecord} takes to undo it.
+   */
+  async viewerState(input: { uris?: string[]; actors?: string[] }): Promise<ViewerState> {
+    const { did } = await this.#session.require();
+    return this.#call(this.#appview, "GET", "/api/viewer", {
+      query: { did, uris: input.uris?.join(","), actors: input.actors?.join(",") },
     });
   }
 

@@ -95,6 +95,33 @@ export interface ThreadFullResponse {
   viewer_reposted?: boolean;
 }
 
+/**
+ * `GET /api/viewer`: the viewer's own like, repost and follow records of the posts and accounts
+ * asked about. A key is present only when the viewer has that record (absent means no); the
+ * record URI is what `deleteRecord` takes to undo it.
+ *
+ * @example
+ * ```ts
+ * const post = "at://did:plc:bob/app.social.feed.post/3k1";
+ * const state: ViewerState = {
+ *   likes: { [post]: "at://did:plc:me/app.social.feed.like/3k2" },
+ *   reposts: {},
+ *   follows: { "did:plc:bob": "at://did:plc:me/app.social.graph.follow/3k3" },
+ * };
+ * ```
+ */
+export interface ViewerState {
+  /** Post URI to the URI of the viewer's like record of it. */
+  likes: Record<string, string>;
+  /** Post URI to the URI of the viewer's repost record of it. */
+  reposts: Record<string, string>;
+  /**
+   * Followed DID to the URI of the viewer's follow record; null when the index holds the follow
+   * without its record key (rows from before it stored one), so it cannot be undone from here.
+   */
+  follows: Record<string, string | null>;
+}
+
 /** A page of a list with an opaque cursor; null means the end. */
 export interface Page {
   cursor: string | null;

@@ -13,6 +13,7 @@ import { ProfileView } from "./profile.ts";
 import { SearchView } from "./search.ts";
 import { ThreadView } from "./thread.ts";
 import { TimelineView } from "./timeline.ts";
+import { ViewerView } from "./viewer.ts";
 
 /** Every read view of the index. */
 export interface Views {
@@ -23,6 +24,7 @@ export interface Views {
   readonly threads: ThreadView;
   readonly notifications: NotificationView;
   readonly graph: GraphView;
+  readonly viewer: ViewerView;
 }
 
 /** Prepares every view over `db`. */
@@ -36,5 +38,6 @@ export function createViews(db: DatabaseSync): Views {
     threads: new ThreadView(db, posts),
     notifications: new NotificationView(db),
     graph: new GraphView(db),
+    viewer: new ViewerView(db),
   };
 }

@@ -1,0 +1,263 @@
+/**
+ * `GET /api/viewer`: the viewer's like, repost and follow record URIs for the posts and accounts
+ * asked about, built through the write path; invalid parameters answer 400 naming them.
+ */
+
+import assert from "node:assert/strict";
+import {
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_POST,
+  COLLECTION_REPOST,
+} from "../../shared/nsid.ts";
+import { LoginRequiredError, MemorySessionStore, SocialClient } from "../../shared/client.ts";
+import { deleteOp, didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../ingest/_fixtures.ts";
+import { openQueryHarness, type QueryHarness } from "./_query_testing.ts";
+import { MAX_VIEWER_ENTRIES } from "./viewer.ts";
+
+const VIEWER = didOf("viewer");
+const ALICE = didOf("alice");
+const BOB = didOf("bob");
+const P1 = uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaa22");
+const P2 = uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbb22");
+const LIKE = uriOf(VIEWER, COLLECTION_LIKE, "3klike0000022");
+const REPOST = uriOf(VIEWER, COLLECTION_REPOST, "3krepost00022");
+const FOLLOW = uriOf(VIEWER, COLLECTION_FOLLOW, "3kfollow00022");
+const EMPTY = { likes: {}, reposts: {}, follows: {} };
+
+/**
+ * Alice posts P1, Bob P2. The viewer likes P1, reposts P2 and follows Alice; Bob likes P2,
+ * reposts P1 and follows Alice too (someone else's records must not count).
+ */
+function seed(): QueryHarness {
+  const h = openQueryHarness({ stepMs: 1000 });
+  h.apply(
+    postOp(ALICE, "3kaaaaaaaaa22", "first"),
+    postOp(BOB, "3kbbbbbbbbb22", "second"),
+    likeOp(VIEWER, "3klike0000022", P1),
+    repostOp(VIEWER, "3krepost00022", P2),
+    followOp(VIEWER, "3kfollow00022", ALICE),
+    likeOp(BOB, "3kboblike0022", P2),
+    repostOp(BOB, "3kbobrepost22", P1),
+    followOp(BOB, "3kbobfollow22", ALICE),
+  );
+  return h;
+}
+
+function viewerPath(did: string, opts: { uris?: string[]; actors?: string[] } = {}): string {
+  const q = new URLSearchParams({ did });
+  if (opts.uris !== undefined) q.set("uris", opts.uris.join(","));
+  if (opts.actors !== undefined) q.set("actors", opts.actors.join(","));
+  return `/api/viewer?${q}`;
+}
+
+Deno.test("viewer answers the like, repost and follow record URIs it holds", async () => {
+  using h = seed();
+  const { status, body } = await h.request(viewerPath(VIEWER, {
+    uris: [P1, P2],
+    actors: [ALICE, BOB],
+  }));
+  assert.equal(status, 200);
+  assert.deepEqual(Object.keys(body), ["likes", "reposts", "follows"]);
+  assert.deepEqual(body, {
+    likes: { [P1]: LIKE },
+    reposts: { [P2]: REPOST },
+    follows: { [ALICE]: FOLLOW },
+  });
+});
+
+Deno.test("viewer drops a like once the unlike is applied", async () => {
+  using h = seed();
+  h.apply(deleteOp(VIEWER, COLLECTION_LIKE, "3klike0000022"));
+  const { status, body } = await h.request(viewerPath(VIEWER, {
+    uris: [P1, P2],
+    actors: [ALICE, BOB],
+  }));
+  assert.equal(status, 200);
+  assert.deepEqual(body, {
+    likes: {},
+    reposts: { [P2]: REPOST },
+    follows: { [ALICE]: FOLLOW },
+  });
+});
+
+Deno.test("viewer drops a follow and a repost once they are deleted", async () => {
+  using h = seed();
+  h.apply(
+    deleteOp(VIEWER, COLLECTION_FOLLOW, "3kfollow00022"),
+    deleteOp(VIEWER, COLLECTION_REPOST, "3krepost00022"),
+  );
+  const { body } = await h.request(viewerPath(VIEWER, { uris: [P1, P2], actors: [ALICE] }));
+  assert.deepEqual(body, { likes: { [P1]: LIKE }, reposts: {}, follows: {} });
+});
+
+Deno.test("viewer leaves unknown posts and accounts out", async () => {
+  using h = seed();
+  const unknownPost = uriOf(ALICE, COLLECTION_POST, "3kzzzzzzzzz22");
+  const { status, body } = await h.request(viewerPath(VIEWER, {
+    uris: [unknownPost, P1],
+    actors: [didOf("nobody"), ALICE],
+  }));
+  assert.equal(status, 200);
+  assert.deepEqual(body, {
+    likes: { [P1]: LIKE },
+    reposts: {},
+    follows: { [ALICE]: FOLLOW },
+  });
+});
+
+Deno.test("viewer answers empty maps for a viewer the index has never seen", async () => {
+  using h = seed();
+  const { status, body } = await h.request(viewerPath(didOf("stranger"), {
+    uris: [P1, P2],
+    actors: [ALICE, BOB],
+  }));
+  assert.equal(status, 200);
+  assert.deepEqual(body, EMPTY);
+});
+
+Deno.test("viewer answers empty maps when no uris or actors are asked about", async () => {
+  using h = seed();
+  for (const path of [viewerPath(VIEWER), `/api/viewer?did=${VIEWER}&uris=&actors=`]) {
+    const { status, body } = await h.request(path);
+    assert.equal(status, 200, path);
+    assert.deepEqual(body, EMPTY, path);
+  }
+});
+
+Deno.test("viewer names a follow row without a record key with null", async () => {
+  using h = seed();
+  // Rows from before follows stored their rkey; the write path no longer makes them.
+  h.db.prepare("UPDATE follows SET rkey = NULL").run();
+  const { body } = await h.request(viewerPath(VIEWER, { actors: [ALICE] }));
+  assert.deepEqual(body, { likes: {}, reposts: {}, follows: { [ALICE]: null } });
+});
+
+Deno.test("viewer names the newest of two likes of one post", async () => {
+  using h = seed();
+  h.apply(likeOp(VIEWER, "3klike0000122", P1));
+  const { body } = await h.request(viewerPath(VIEWER, { uris: [P1] }));
+  assert.deepEqual(body.likes, { [P1]: uriOf(VIEWER, COLLECTION_LIKE, "3klike0000122") });
+});
+
+Deno.test("viewer serves 100 entries of each list", async () => {
+  using h = seed();
+  const uris = Array.from({ length: MAX_VIEWER_ENTRIES }, (_, i) => i === 0 ? P1 : fakePost(i));
+  const actors = Array.from({ length: MAX_VIEWER_ENTRIES }, (_, i) => i === 0 ? ALICE : fakeDid(i));
+  const { status, body } = await h.request(viewerPath(VIEWER, { uris, actors }));
+  assert.equal(status, 200);
+  assert.deepEqual(body, { likes: { [P1]: LIKE }, reposts: {}, follows: { [ALICE]: FOLLOW } });
+});
+
+Deno.test("viewer needs no token while authentication is required (public)", async () => {
+  using h = openQueryHarness({ env: { APPVIEW_AUTH_REQUIRED: "true" }, verifier: null });
+  const { status, body } = await h.request(viewerPath(VIEWER, { uris: [P1], actors: [ALICE] }));
+  assert.equal(status, 200);
+  assert.deepEqual(body, EMPTY);
+});
+
+const LIKE_URI = uriOf(VIEWER, COLLECTION_LIKE, "3klike0000022");
+const HANDLE_POST = `at://alice.test/${COLLECTION_POST}/3kaaaaaaaaa22`;
+
+const INVALID: [string, string][] = [
+  ["/api/viewer", "Missing required parameter: did"],
+  ["/api/viewer?did=", "Missing required parameter: did"],
+  [`/api/viewer?uris=${P1}`, "Missing required parameter: did"],
+  ["/api/viewer?did=alice.test", "Invalid did: alice.test"],
+  [viewerPath(VIEWER, { uris: ["not-a-uri"] }), "Invalid uris: not-a-uri"],
+  [viewerPath(VIEWER, { uris: [P1, ""] }), "Invalid uris: "],
+  [viewerPath(VIEWER, { uris: [`at://${ALICE}`] }), `Invalid uris: at://${ALICE}`],
+  [
+    viewerPath(VIEWER, { uris: [P1, LIKE_URI] }),
+    `Invalid uris: ${LIKE_URI} (not a post URI with a DID)`,
+  ],
+  [
+    viewerPath(VIEWER, { uris: [HANDLE_POST] }),
+    `Invalid uris: ${HANDLE_POST} (not a post URI with a DID)`,
+  ],
+  [viewerPath(VIEWER, { actors: [ALICE, "bob.test"] }), "Invalid actors: bob.test"],
+  [viewerPath(VIEWER, { actors: [P1] }), `Invalid actors: ${P1}`],
+  [
+    viewerPath(VIEWER, { uris: Array.from({ length: 101 }, (_, i) => fakePost(i)) }),
+    "Too many uris: 101 (at most 100)",
+  ],
+  [
+    viewerPath(VIEWER, { actors: Array.from({ length: 101 }, (_, i) => fakeDid(i)) }),
+    "Too many actors: 101 (at most 100)",
+  ],
+];
+
+Deno.test("viewer answers 400 InvalidRequest naming the parameter at fault", async () => {
+  using h = seed();
+  for (const [path, message] of INVALID) {
+    const { status, body } = await h.request(path);
+    assert.equal(status, 400, path);
+    assert.deepEqual(body, { error: "InvalidRequest", message }, path);
+  }
+});
+
+Deno.test("viewer echoes a long bad entry shortened", async () => {
+  using h = seed();
+  const long = `did:${"x".repeat(300)}`;
+  const { status, body } = await h.request(viewerPath(VIEWER, { actors: [`${long}!`] }));
+  assert.equal(status, 400);
+  assert.deepEqual(body, {
+    error: "InvalidRequest",
+    message: `Invalid actors: ${long.slice(0, 128)}...`,
+  });
+});
+
+Deno.test("SocialClient.viewerState asks for the logged-in account without a token", async () => {
+  using h = seed();
+  const sent: Request[] = [];
+  const client = new SocialClient({
+    pdsUrl: "http://pds.invalid",
+    appviewUrl: "http://appview.invalid/",
+    store: new MemorySessionStore({
+      did: VIEWER,
+      handle: "viewer.test",
+      accessJwt: "access",
+      refreshJwt: "refresh",
+    }),
+    fetch: (input, init) => {
+      const req = new Request(input, init);
+      sent.push(req);
+      const url = new URL(req.url);
+      return Promise.resolve(h.app.request(url.pathname + url.search, { headers: req.headers }));
+    },
+  });
+  const state = await client.viewerState({ uris: [P1, P2], actors: [ALICE, BOB] });
+  assert.deepEqual(state, {
+    likes: { [P1]: LIKE },
+    reposts: { [P2]: REPOST },
+    follows: { [ALICE]: FOLLOW },
+  });
+  assert.deepEqual(await client.viewerState({}), EMPTY);
+  assert.equal(sent.length, 2);
+  const url = new URL(sent[0].url);
+  assert.equal(url.pathname, "/api/viewer");
+  assert.deepEqual([...url.searchParams], [
+    ["did", VIEWER],
+    ["uris", `${P1},${P2}`],
+    ["actors", `${ALICE},${BOB}`],
+  ]);
+  assert.deepEqual([...new URL(sent[1].url).searchParams], [["did", VIEWER]]);
+  assert.equal(sent[0].headers.get("authorization"), null);
+});
+
+Deno.test("SocialClient.viewerState needs a session", async () => {
+  const client = new SocialClient({
+    pdsUrl: "http://pds.invalid",
+    appviewUrl: "http://appview.invalid",
+    fetch: () => Promise.reject(new Error("no request expected")),
+  });
+  await assert.rejects(client.viewerState({ uris: [P1] }), LoginRequiredError);
+});
+
+function fakePost(i: number): string {
+  return uriOf(didOf(`author${i}`), COLLECTION_POST, `3kpost${String(i).padStart(5, "0")}22`);
+}
+
+function fakeDid(i: number): string {
+  return didOf(`actor${i}`);
+}
