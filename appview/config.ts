@@ -7,6 +7,7 @@
  */
 
 import { isLogLevel, type LogLevel, redactUrl } from "../shared/log.ts";
+import { parseOrigins } from "../shared/origins.ts";
 
 /** Validated configuration of the index. */
 export interface AppviewConfig {
@@ -111,7 +112,7 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
     pdsUrl,
     pdsStreamUrl: `${pdsUrl.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`,
     authRequired: parseBool(env, "APPVIEW_AUTH_REQUIRED", true),
-    corsOrigins: cors === undefined ? null : parseOrigins("APPVIEW_CORS_ORIGINS", cors),
+    corsOrigins: cors === undefined ? null : parseOriginList("APPVIEW_CORS_ORIGINS", cors),
     ingestSecret: nonEmpty(env, "APPVIEW_INGEST_SECRET") ?? null,
     jetstreamUrl: jetstream === undefined ? null : parseWsUrl("APPVIEW_JETSTREAM_URL", jetstream),
     plcUrl: parseUrl(env, "APPVIEW_PLC_URL", "https://plc.directory"),
@@ -170,31 +171,14 @@ function parseWsUrl(name: string, raw: string): string {
   return raw;
 }
 
-/**
- * A comma-separated list of web origins (`scheme://host[:port]`), as browsers send them in
- * `Origin`; a trailing slash is dropped. Anything else (a path, a bare host name) could never
- * match, so it stops startup instead of silently blocking every browser.
- */
-function parseOrigins(name: string, raw: string): readonly string[] {
-  const origins: string[] = [];
-  for (const entry of raw.split(",").map((o) => o.trim()).filter((o) => o !== "")) {
-    let url: URL | null = null;
-    try {
-      url = new URL(entry);
-    } catch { /* reported below */ }
-    // Any spelling of an origin (upper case, a default port, a trailing slash) is kept in the
-    // form browsers send; a path, query, fragment or user name is refused.
-    const ok = url !== null && (url.protocol === "http:" || url.protocol === "https:") &&
-      (url.pathname === "/" || url.pathname === "") && url.search === "" && url.hash === "" &&
-      !entry.includes("?") && !entry.includes("#") && url.username === "" && url.password === "";
-    if (!ok) {
-      throw new ConfigError(
-        `${name} entries must be origins such as https://app.example, got ${JSON.stringify(entry)}`,
-      );
-    }
-    origins.push(url!.origin);
+/** {@link parseOrigins} of `shared/`, its error as this server's {@link ConfigError}. */
+function parseOriginList(name: string, raw: string): readonly string[] {
+  try {
+    return parseOrigins(name, raw);
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    throw new ConfigError(err.message, { cause: err });
   }
-  return Object.freeze(origins);
 }
 
 function parsePort(env: Env, name: string, fallback: number): number {

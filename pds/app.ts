@@ -6,8 +6,8 @@
  */
 
 import { Hono } from "hono";
-import { cors } from "hono/cors";
 import type { PdsContext, PdsEnv } from "./context.ts";
+import { corsMiddleware } from "./cors.ts";
 import { handleNotFound, handleXrpcError, XrpcError } from "./xrpc/errors.ts";
 import { identityRoutes, wellKnownRoutes } from "./xrpc/identity.ts";
 import { serverRoutes } from "./xrpc/server.ts";
@@ -36,18 +36,7 @@ export function createPdsApp(ctx: PdsContext): Hono<PdsEnv> {
     }
     await next();
   });
-  // Tokens travel as bearer headers, never cookies, so any origin may call the account host.
-  const preflight = cors({ origin: "*", maxAge: 600 });
-  app.use("*", async (c, next) => {
-    if (c.req.method === "OPTIONS") return preflight(c, next);
-    await next();
-    // What cors() adds to any other answer, set on the handler's response as it is. cors()
-    // writes it on c.res before the handler runs, and Hono then copies every response into a
-    // new one around its body stream, so that each response body became a JavaScript stream
-    // (CPU and garbage on every request, about a tenth of createRecord's main-thread time).
-    // Set afterwards, it also reaches the responses handlers build themselves (blobs, CARs).
-    if (c.res.status !== 101) c.res.headers.set("Access-Control-Allow-Origin", "*");
-  });
+  app.use("*", corsMiddleware(ctx.config.corsOrigins));
 
   app.route("/", wellKnownRoutes(ctx));
   app.route("/", serverRoutes(ctx));

@@ -7,6 +7,7 @@
  */
 
 import { isLogLevel, type LogLevel } from "../shared/log.ts";
+import { parseOrigins } from "../shared/origins.ts";
 
 /** Validated account host configuration. */
 export interface PdsConfig {
@@ -43,6 +44,11 @@ export interface PdsConfig {
    * (the one a reverse proxy in front appends), not the connection's peer.
    */
   readonly trustProxy: boolean;
+  /**
+   * `PDS_CORS_ORIGINS`: the web origins browsers may call the account host from, in the form
+   * they send in `Origin`; null when unset (every origin, with a startup warning).
+   */
+  readonly corsOrigins: readonly string[] | null;
   /** `LOG_LEVEL` (default `info`). */
   readonly logLevel: LogLevel;
 }
@@ -68,6 +74,7 @@ export const PDS_ENV_VARS: readonly string[] = Object.freeze([
   "PDS_KV_PATH",
   "PDS_EVENT_RETENTION_DAYS",
   "PDS_TRUST_PROXY",
+  "PDS_CORS_ORIGINS",
   "APPVIEW_PUBLIC_URL",
   "APPVIEW_INTERNAL_URL",
   "APPVIEW_INGEST_SECRET",
@@ -116,6 +123,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
   if (!isLogLevel(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got ${q(logLevel)}`);
   }
+  const cors = get("PDS_CORS_ORIGINS");
   return Object.freeze({
     dataDir,
     hostname: get("PDS_HOSTNAME") ?? DEFAULTS.PDS_HOSTNAME,
@@ -125,6 +133,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     jwtSecret,
     inviteRequired: parseBool("PDS_INVITE_REQUIRED", get("PDS_INVITE_REQUIRED") ?? "false"),
     trustProxy: parseBool("PDS_TRUST_PROXY", get("PDS_TRUST_PROXY") ?? "false"),
+    corsOrigins: cors === undefined ? null : parseOriginList("PDS_CORS_ORIGINS", cors),
     handleDomains: Object.freeze(
       parseHandleDomains(get("PDS_HANDLE_DOMAINS") ?? DEFAULTS.PDS_HANDLE_DOMAINS),
     ),
@@ -185,6 +194,16 @@ function parseBool(name: string, value: string): boolean {
   if (v === "true" || v === "1" || v === "yes") return true;
   if (v === "false" || v === "0" || v === "no") return false;
   throw new ConfigError(`${name} must be true or false, got ${q(value)}`);
+}
+
+/** {@link parseOrigins} of `shared/`, its error as this server's {@link ConfigError}. */
+function parseOriginList(name: string, raw: string): readonly string[] {
+  try {
+    return parseOrigins(name, raw);
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    throw new ConfigError(err.message, { cause: err });
+  }
 }
 
 function parseHandleDomains(value: string): string[] {

@@ -21,6 +21,7 @@ Deno.test("loadPdsConfig applies the documented defaults and derives both servic
     ingestSecret: null,
     eventRetentionDays: 30,
     trustProxy: false,
+    corsOrigins: null,
     logLevel: "info",
   });
   assert.ok(Object.isFrozen(config));
@@ -42,6 +43,7 @@ Deno.test("loadPdsConfig reads every variable", () => {
     APPVIEW_INGEST_SECRET: "shh",
     PDS_EVENT_RETENTION_DAYS: "30",
     PDS_TRUST_PROXY: "true",
+    PDS_CORS_ORIGINS: "https://app.example",
     LOG_LEVEL: "debug",
   });
   assert.equal(config.dataDir, "/var/lib/social");
@@ -58,6 +60,7 @@ Deno.test("loadPdsConfig reads every variable", () => {
   assert.equal(config.ingestSecret, "shh");
   assert.equal(config.eventRetentionDays, 30);
   assert.equal(config.trustProxy, true);
+  assert.deepEqual(config.corsOrigins, ["https://app.example"]);
   assert.equal(config.logLevel, "debug");
   assert.equal(loadPdsConfig({ DATA_DIR: "/d/" }).kvPath, "/d/pds.kv");
 });
@@ -89,6 +92,14 @@ Deno.test("loadPdsConfig fails on bad values, naming the variable and the value"
       { PDS_EVENT_RETENTION_DAYS: "0" },
       'PDS_EVENT_RETENTION_DAYS must be between 1 and 3650, got "0"',
     ],
+    [
+      { PDS_CORS_ORIGINS: "app.example/path" },
+      'PDS_CORS_ORIGINS entries must be origins such as https://app.example, got "app.example/path"',
+    ],
+    [
+      { PDS_CORS_ORIGINS: "https://app.example, https://app.example/path" },
+      'PDS_CORS_ORIGINS entries must be origins such as https://app.example, got "https://app.example/path"',
+    ],
   ];
   for (const [env, message] of cases) {
     assert.throws(() => loadPdsConfig(env), (err) => {
@@ -97,4 +108,16 @@ Deno.test("loadPdsConfig fails on bad values, naming the variable and the value"
       return true;
     });
   }
+});
+
+Deno.test("PDS_CORS_ORIGINS lists origins as browsers send them: a trailing slash is dropped", () => {
+  const origins = (value: string) => loadPdsConfig({ PDS_CORS_ORIGINS: value }).corsOrigins;
+  assert.deepEqual(origins("https://app.example/"), ["https://app.example"]);
+  assert.deepEqual(
+    origins(" http://127.0.0.1:4000/ , HTTPS://App.Example:443,"),
+    ["http://127.0.0.1:4000", "https://app.example"],
+  );
+  assert.ok(Object.isFrozen(origins("https://app.example")));
+  // Blank is unset: every origin (with the startup warning).
+  assert.equal(origins("  "), null);
 });

@@ -13,6 +13,7 @@ import { createLogger, type Logger } from "../shared/log.ts";
 import { createPdsApp } from "./app.ts";
 import { ConfigError, loadPdsConfig, type PdsConfig, type RawEnv } from "./config.ts";
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
+import { WARN_CORS_UNSET } from "./cors.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
 import { initRepo, repoServiceFor } from "./repo/service.ts";
 import { KvCheckpointer } from "./store/kv_checkpointer.ts";
@@ -145,6 +146,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     if (!config.inviteRequired) {
       ctx.log.warn("PDS_INVITE_REQUIRED is false: anyone can create an account");
     }
+    if (config.corsOrigins === null) ctx.log.warn(WARN_CORS_UNSET);
     // Only a KV file this server opened: a caller's store is the caller's to tune.
     checkpointer = opts.kv ? null : KvCheckpointer.start(config.kvPath, { log: ctx.log });
     const stream = await startStreamServices(ctx, opts.stream);
