@@ -10,26 +10,12 @@ import { utf8Length } from "./bytes.ts";
 import { parseCid } from "./cid.ts";
 import { isValidDatetime } from "./syntax.ts";
 import { BLOB_TYPE } from "./nsid.ts";
+import { countGraphemes } from "./graphemes.ts";
+
+export { countGraphemes };
 
 /** Longest prefix of a bad string value quoted in a reason. */
 const SHOW_LENGTH = 64;
-
-let segmenter: Intl.Segmenter | null = null;
-
-/**
- * Counts the grapheme clusters of `text` with one cached `Intl.Segmenter`.
- *
- * @example
- * ```ts
- * countGraphemes("👩‍👩‍👧‍👦!"); // 2
- * ```
- */
-export function countGraphemes(text: string): number {
-  segmenter ??= new Intl.Segmenter(undefined, { granularity: "grapheme" });
-  let n = 0;
-  for (const _ of segmenter.segment(text)) n++;
-  return n;
-}
 
 /** A plain object (JSON object or decoded CBOR map). */
 export type Fields = Record<string, unknown>;

@@ -31,6 +31,7 @@ import type {
   Page,
   Post,
   Profile,
+  ServerDescription,
   Session,
   StrongRef,
   ThreadFullResponse,
@@ -95,7 +96,8 @@ export class SocialClient {
   constructor(opts: SocialClientOptions) {
     this.#pds = opts.pdsUrl.replace(/\/+$/, "");
     this.#appview = opts.appviewUrl.replace(/\/+$/, "");
-    this.#fetch = opts.fetch ?? fetch;
+    // Called unbound: a browser refuses `fetch` called as a method of another object.
+    this.#fetch = opts.fetch ?? ((input, init) => fetch(input, init));
     this.#session = new SessionManager(
       opts.store ?? new MemorySessionStore(),
       (refreshJwt) => this.#refreshSession(refreshJwt),
@@ -110,6 +112,25 @@ export class SocialClient {
   /** The current session, or null. */
   session(): Promise<Session | null> {
     return this.#session.current();
+  }
+
+  /** Base URL of the account host (blobs are served from it). */
+  get pdsUrl(): string {
+    return this.#pds;
+  }
+
+  /**
+   * Address of a blob on the account host (`com.atproto.sync.getBlob`, public): what an `<img>`
+   * shows for an avatar, a banner or a post image.
+   */
+  blobUrl(did: string, cid: string): string {
+    const q = new URLSearchParams({ did, cid });
+    return `${this.#pds}/xrpc/com.atproto.sync.getBlob?${q}`;
+  }
+
+  /** The account host's description: handle domains and whether sign-up needs an invite. */
+  describeServer(): Promise<ServerDescription> {
+    return this.#call(this.#pds, "GET", "/xrpc/com.atproto.server.describeServer");
   }
 
   // --- authentication (never triggers a refresh) ---

@@ -127,6 +127,16 @@ export interface Page {
   cursor: string | null;
 }
 
+/** `com.atproto.server.describeServer` as the client reads it (spec 4.1). */
+export interface ServerDescription {
+  /** The account host's DID. */
+  did: string;
+  /** Handle suffixes the account host accepts, each with its leading dot (`.test`). */
+  availableUserDomains: string[];
+  /** Whether `createAccount` needs an invite code. */
+  inviteCodeRequired: boolean;
+}
+
 /** Client-visible session (spec 2.13). */
 export interface Session {
   did: string;

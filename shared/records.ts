@@ -101,16 +101,17 @@ export type RecordValidation =
   | { ok: true; value: Record<string, unknown> }
   | { ok: false; reason: string };
 
-/** Post text limit in grapheme clusters (spec 8; DESIGN.md section 4). */
-export const MAX_POST_GRAPHEMES = 160;
+import {
+  MAX_DESCRIPTION_GRAPHEMES,
+  MAX_DISPLAY_NAME_GRAPHEMES,
+  MAX_IMAGES,
+  MAX_POST_GRAPHEMES,
+} from "./limits.ts";
+
+export { MAX_DESCRIPTION_GRAPHEMES, MAX_DISPLAY_NAME_GRAPHEMES, MAX_IMAGES, MAX_POST_GRAPHEMES };
+
 /** Post text limit in UTF-8 bytes (50 per grapheme); bounds the segmentation work. */
 export const MAX_POST_BYTES = 8000;
-/** Profile display name limit in grapheme clusters. */
-export const MAX_DISPLAY_NAME_GRAPHEMES = 64;
-/** Profile description limit in grapheme clusters. */
-export const MAX_DESCRIPTION_GRAPHEMES = 256;
-/** Most images in an images embed. */
-export const MAX_IMAGES = 4;
 /**
  * Longest post embed, in characters of its JSON form: room for four images with long alt texts,
  * while one hostile record cannot make every timeline that shows it megabytes long.

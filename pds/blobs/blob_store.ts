@@ -13,10 +13,11 @@
 import { cidForRaw, formatCid } from "../../shared/cid.ts";
 import { BLOB_TYPE } from "../../shared/nsid.ts";
 import { readStreamLimited } from "../../shared/bytes.ts";
+import { MAX_BLOB_BYTES } from "../../shared/limits.ts";
 import { blobChunkKey, blobMetaKey, blobUploadKey } from "../store/keys.ts";
 
-/** Largest accepted blob: 1 MiB. */
-export const MAX_BLOB_BYTES = 1024 * 1024;
+/** Largest accepted blob: 1 MiB (defined once in `shared/limits.ts`, which clients read too). */
+export { MAX_BLOB_BYTES };
 /** Bytes per stored chunk. */
 const CHUNK_BYTES = 60_000;
 /** Chunks of the largest blob. */
