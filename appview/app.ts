@@ -22,6 +22,7 @@ import { profileRoutes } from "./api/profile.ts";
 import { searchRoutes } from "./api/search.ts";
 import { threadRoutes } from "./api/thread.ts";
 import { timelineRoutes } from "./api/timeline.ts";
+import { webRoutes, type WebRoutesOptions } from "./api/web.ts";
 import { viewerRoutes } from "./api/viewer.ts";
 import type { TokenVerifier } from "./auth/verifier.ts";
 import type { AppviewContext } from "./context.ts";
@@ -34,6 +35,8 @@ export const MAX_API_BODY_BYTES = 16 * 1024;
 export interface AppviewAppOptions {
   /** Verifier of the private endpoints; null when none is configured (see `privateGuard`). */
   verifier: TokenVerifier | null;
+  /** The web app to serve at `/` (issue 35); absent: none (the API alone, as in most tests). */
+  web?: WebRoutesOptions;
 }
 
 /** Builds the index's Hono application over `ctx`. */
@@ -64,6 +67,7 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
   app.route("/", viewerRoutes(views));
   app.route("/", ingestRoutes(ctx));
   app.route("/", healthRoutes(ctx));
+  if (opts.web) app.route("/", webRoutes(opts.web));
   const allowedOn = routeMethods(app);
   app.notFound((c) => {
     const allowed = allowedOn(c.req.path);

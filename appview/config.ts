@@ -39,6 +39,16 @@ export interface AppviewConfig {
    */
   readonly streamIdleTimeoutMs: number;
   readonly logLevel: LogLevel;
+  /**
+   * Folder of the built web app served at `/` (`APPVIEW_WEB_DIR`, default `web/dist` of this
+   * checkout); null (`off`) serves the API alone.
+   */
+  readonly webDir: string | null;
+  /**
+   * The account host's address as a browser reaches it: `PDS_PUBLIC_URL` (never the internal
+   * address, which may be a private network name).
+   */
+  readonly webPdsUrl: string;
 }
 
 /** Raised for an invalid environment value; the message names the variable. */
@@ -68,7 +78,13 @@ export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
   "APPVIEW_PLC_URL",
   "APPVIEW_ALLOW_PRIVATE_FETCH",
   "APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS",
+  "APPVIEW_WEB_DIR",
 ]);
+
+/** Where `deno task web:build` writes the web app, in this checkout. */
+export const DEFAULT_WEB_DIR: string = decodeURIComponent(
+  new URL("../web/dist", import.meta.url).pathname,
+);
 
 /**
  * Reads the variables of {@link APPVIEW_ENV_VARS} one by one, so a `--allow-env=<list>`
@@ -123,7 +139,15 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
         max: 86_400,
       }),
     logLevel,
+    webDir: parseWebDir(env),
+    webPdsUrl: pdsPublic,
   });
+}
+
+function parseWebDir(env: Env): string | null {
+  const raw = nonEmpty(env, "APPVIEW_WEB_DIR");
+  if (raw === undefined) return DEFAULT_WEB_DIR;
+  return raw.toLowerCase() === "off" ? null : raw;
 }
 
 /**

@@ -24,6 +24,7 @@ import {
   writeDisabledStatus,
 } from "./ingest/stream_consumer.ts";
 import { warnRelaxedSettings } from "./startup_warnings.ts";
+import { loadWebFiles } from "./web/web_files.ts";
 import { createHandleSync, type HandleSync } from "./workers/handle_sync.ts";
 
 /**
@@ -116,7 +117,11 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       const verifier = createTokenVerifier(config, { log: log.child("auth") });
       const warmUp = verifier.keySource.warmUp();
       stops.push(() => warmUp);
-      const app = createAppviewApp(ctx, { verifier });
+      const web = config.webDir === null ? undefined : {
+        files: await loadWebFiles(config.webDir, { pdsUrl: config.webPdsUrl }, log.child("web")),
+        pdsUrl: config.webPdsUrl,
+      };
+      const app = createAppviewApp(ctx, { verifier, web });
       let server: Deno.HttpServer<Deno.NetAddr>;
       try {
         server = Deno.serve(
