@@ -124,6 +124,18 @@ export function startFakeJetstream(): FakeJetstream {
 /** Absolute path of the repository root. */
 export const REPO_ROOT = new URL("../", import.meta.url);
 
+/**
+ * The command line of the `deno.json` task `name`, whether the task is written as a string or as
+ * `{command, dependencies}` (the tasks that build the web app first).
+ */
+export function taskCommand(tasks: Record<string, unknown>, name: string): string {
+  const task = tasks[name];
+  if (typeof task === "string") return task;
+  const command = (task as { command?: unknown } | undefined)?.command;
+  if (typeof command !== "string") throw new Error(`deno.json has no task ${name}`);
+  return command;
+}
+
 /** The interop vectors folder beside the checkout, or null when absent (tests then skip). */
 export const INTEROP_DIR: URL | null = (() => {
   const dir = new URL("../shared/testdata/atproto-interop/", REPO_ROOT);
@@ -142,7 +154,7 @@ export const INTEROP_DIR: URL | null = (() => {
  * imported: this harness serves the index's tests too, which must not load `pds/`.
  */
 const PDS_SCRIPT_ENV =
-  "DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,PDS_TRUST_PROXY,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET";
+  "DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,PDS_TRUST_PROXY,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET,PDS_CORS_ORIGINS";
 
 /**
  * Runs `scripts/<script>` as a subprocess on the KV file `<dir>/pds.kv`, writing only in `dir`,

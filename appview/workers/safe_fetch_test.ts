@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { makeTempDir, REPO_ROOT, serveOnPort0 } from "../../tests/_util.ts";
+import { makeTempDir, REPO_ROOT, serveOnPort0, taskCommand } from "../../tests/_util.ts";
 import {
   checkDestination,
   type HostLookup,
@@ -277,7 +277,7 @@ Deno.test("under the handle-sync task's permissions, HTTPS verifies against the 
   // NODE_EXTRA_CA_CERTS is set); without them every HTTPS fetch fails before the certificate
   // is even looked at.
   const tasks = JSON.parse(await Deno.readTextFile(new URL("deno.json", REPO_ROOT))).tasks;
-  const flags = (tasks["handle-sync"] as string)
+  const flags = taskCommand(tasks, "handle-sync")
     .replace(/^deno run /, "")
     .replace(/ appview\/main\.ts handle-sync$/, "")
     .split(" ");

@@ -5,6 +5,7 @@ import { publicKeyFromPrivate, signCompact, verifyCompact } from "../../shared/k
 import { compactLowS, LIBCRYPTO_PATHS, MAX_NATIVE_KEYS, NativeP256Signer } from "./native_sign.ts";
 import { CommitSigner, commitSigner } from "./signer.ts";
 import { cidForCbor, formatCid, nativeSha256InUse } from "../../shared/cid.ts";
+import { taskCommand } from "../../tests/_util.ts";
 
 const ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
 
@@ -119,7 +120,10 @@ Deno.test("with exactly the pds task's permissions, the signer loads the install
   const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
   const flag = `--allow-ffi=${LIBCRYPTO_PATHS.join(",")}`;
   for (const task of ["pds", "dev", "compile:pds"]) {
-    assert.ok(config.tasks[task].split(" ").includes(flag), `task ${task} has ${flag}`);
+    assert.ok(
+      taskCommand(config.tasks, task).split(" ").includes(flag),
+      `task ${task} has ${flag}`,
+    );
   }
   // Deno refuses some FFI calls under a path-scoped grant that an unscoped one (as the test
   // task's) allows: run the signer in a process that has the pds task's grant only.

@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { CHILD_PERMISSIONS, childArgs, SERVER_V8_FLAGS } from "./main.ts";
+import { taskCommand } from "../../tests/_util.ts";
 
 const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
 const SERVER_TASKS = ["dev", "pds", "appview", "consumer:local", "consumer:public", "handle-sync"];
@@ -14,7 +15,7 @@ Deno.test("every server task runs V8 with the flags the benchmarks run with", ()
     "--v8-flags=--no-concurrent-marking,--initial-old-space-size=256",
   ]);
   for (const task of [...SERVER_TASKS, "compile:pds"]) {
-    const words: string[] = config.tasks[task].split(" ");
+    const words: string[] = taskCommand(config.tasks, task).split(" ");
     const script = words.findIndex((w) => w.endsWith(".ts"));
     for (const flag of SERVER_V8_FLAGS) {
       const at = words.indexOf(flag);
@@ -32,7 +33,7 @@ Deno.test("a benchmark process gets the server V8 flags and the bench task's per
     const at = args.indexOf(flag);
     assert.ok(at > 0 && at < script, `${flag} comes before the script`);
   }
-  const benchTask: string[] = config.tasks.bench.split(" ");
+  const benchTask: string[] = taskCommand(config.tasks, "bench").split(" ");
   const taskPermissions = benchTask.filter((w) => w.startsWith("--allow-"));
   assert.deepEqual([...CHILD_PERMISSIONS], taskPermissions);
   assert.deepEqual(args.slice(-2), ["--child", "commits"]);
