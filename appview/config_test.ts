@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import {
+  APPVIEW_ENV_VARS,
   ConfigError,
+  DEFAULT_WEB_DIR,
   loadAppviewConfig,
   serviceDidFromUrl,
   STREAM_IDLE_TIMEOUT_SECONDS,
@@ -126,6 +128,34 @@ Deno.test("loadAppviewConfig names the variable of a bad value", () => {
   assert.throws(() => loadAppviewConfig({ APPVIEW_PUBLIC_URL: "not a url" }), {
     message: "APPVIEW_PUBLIC_URL must be an http(s) URL, got not a url",
   });
+});
+
+Deno.test("APPVIEW_WEB_DIR defaults to this checkout's web/dist; off serves the API alone", () => {
+  assert.ok(APPVIEW_ENV_VARS.includes("APPVIEW_WEB_DIR"));
+  assert.equal(loadAppviewConfig({}).webDir, DEFAULT_WEB_DIR);
+  assert.equal(loadAppviewConfig({ APPVIEW_WEB_DIR: "  " }).webDir, DEFAULT_WEB_DIR);
+  assert.ok(DEFAULT_WEB_DIR.endsWith("/web/dist"), DEFAULT_WEB_DIR);
+  // Beside the web app's sources: the folder of this checkout, wherever the tests run from.
+  assert.ok(Deno.statSync(DEFAULT_WEB_DIR.replace(/dist$/, "index.html")).isFile);
+  for (const off of ["off", "OFF", " Off "]) {
+    assert.equal(loadAppviewConfig({ APPVIEW_WEB_DIR: off }).webDir, null, off);
+  }
+  assert.equal(loadAppviewConfig({ APPVIEW_WEB_DIR: "/srv/social/web" }).webDir, "/srv/social/web");
+  assert.equal(loadAppviewConfig({ APPVIEW_WEB_DIR: "web/dist/" }).webDir, "web/dist/");
+});
+
+Deno.test("webPdsUrl is PDS_PUBLIC_URL, never PDS_INTERNAL_URL, without a trailing slash", () => {
+  assert.equal(loadAppviewConfig({}).webPdsUrl, "http://localhost:2583");
+  assert.equal(
+    loadAppviewConfig({ PDS_INTERNAL_URL: "http://pds.internal:2583" }).webPdsUrl,
+    "http://localhost:2583",
+  );
+  const c = loadAppviewConfig({
+    PDS_PUBLIC_URL: "https://pds.example.com/",
+    PDS_INTERNAL_URL: "http://10.0.0.5:2583/",
+  });
+  assert.equal(c.webPdsUrl, "https://pds.example.com");
+  assert.equal(c.pdsUrl, "http://10.0.0.5:2583");
 });
 
 Deno.test("serviceDidFromUrl encodes the port colon (spec 5.1)", () => {

@@ -65,10 +65,14 @@ export async function loadWebFiles(
   const assets = new Map<string, { bytes: Uint8Array; type: string }>();
   for await (const entry of Deno.readDir(`${root}/assets`)) {
     if (!entry.isFile) continue;
-    const ext = entry.name.slice(entry.name.lastIndexOf(".") + 1);
+    const dot = entry.name.lastIndexOf(".");
+    const ext = entry.name.slice(dot + 1);
+    // Own keys only: `app.constructor` must not find Object's member.
+    if (dot < 0 || !Object.hasOwn(TYPES, ext)) continue;
     const type = TYPES[ext];
-    if (type === undefined) continue;
     assets.set(entry.name, { bytes: await Deno.readFile(`${root}/assets/${entry.name}`), type });
   }
-  return { page: template.replace("{{CONFIG}}", scriptJson(config)), assets };
+  // A function, not a string: a replacement string would expand `$&`, `$'` and `` $` ``.
+  const json = scriptJson(config);
+  return { page: template.replace("{{CONFIG}}", () => json), assets };
 }
