@@ -21,6 +21,10 @@ export interface SystemOptions {
   stream?: boolean;
   /** Clock of the account host in ms (tests shift it to mint expired tokens). */
   pdsNow?: () => number;
+  /** Further account host variables (`PDS_INVITE_REQUIRED`, `PDS_CORS_ORIGINS`, ...). */
+  pdsEnv?: Record<string, string>;
+  /** Serve the built web app at the index's `/` (default false: the API alone). */
+  web?: boolean;
 }
 
 /** A running account host + index pair. */
@@ -61,6 +65,9 @@ export async function startSystem(opts: SystemOptions = {}): Promise<TestSystem>
       APPVIEW_PUBLIC_URL: appviewUrl,
       APPVIEW_INTERNAL_URL: opts.push === false ? "off" : appviewUrl,
       APPVIEW_INGEST_SECRET: INGEST_SECRET,
+      // The web app's page calls the account host from the index's origin.
+      ...(opts.web ? { PDS_CORS_ORIGINS: appviewUrl } : {}),
+      ...opts.pdsEnv,
     },
     hostname: "127.0.0.1",
     port: 0,
@@ -78,6 +85,7 @@ export async function startSystem(opts: SystemOptions = {}): Promise<TestSystem>
         PDS_PUBLIC_URL: pds.url,
         APPVIEW_INGEST_SECRET: INGEST_SECRET,
         APPVIEW_CORS_ORIGINS: "http://localhost",
+        APPVIEW_WEB_DIR: opts.web ? "" : "off",
       }),
       log: log.child("appview"),
       components: {

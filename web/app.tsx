@@ -158,18 +158,13 @@ function Header(): JSX.Element {
                 <SearchIcon />
                 <span class="nav-label">Search</span>
               </a>
-              <a
-                href="/notifications"
-                aria-current={current("/notifications")}
-                aria-label={app.unread > 0
-                  ? `Notifications, ${app.unread} unread`
-                  : "Notifications"}
-              >
+              <a href="/notifications" aria-current={current("/notifications")}>
                 <BellIcon />
-                <span class="nav-label" aria-hidden="true">Notifications</span>
+                <span class="nav-label">Notifications</span>
                 {app.unread > 0 && (
-                  <span class="badge" aria-hidden="true">
+                  <span class="badge">
                     {app.unread > 99 ? "99+" : app.unread}
+                    <span class="visually-hidden">{" unread"}</span>
                   </span>
                 )}
               </a>

@@ -235,7 +235,7 @@ export function Composer(props: ComposerProps): JSX.Element {
         </label>
         <span id={`${id}-count`} class={`counter${over ? " over" : ""}`} aria-live="polite">
           {count}/{MAX_POST_GRAPHEMES}
-          <span class="visually-hidden">characters{over ? ", too long" : ""}</span>
+          <span class="visually-hidden">{over ? " characters, too long" : " characters"}</span>
         </span>
         <button type="submit" class="button" disabled={!canPost}>
           {posting ? "Posting…" : props.replyTo ? "Reply" : "Post"}

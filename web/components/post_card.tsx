@@ -114,14 +114,11 @@ export function PostCard(props: PostCardProps): JSX.Element {
       <div class="post-body">
         <header class="post-head">
           <ActorName did={post.did} handle={author} />
-          <span class="dot" aria-hidden="true">·</span>
+          <span class="dot" aria-hidden="true">{"·"}</span>
           {props.focused || props.compact ? time : (
-            <a
-              class="time"
-              href={postPath(post)}
-              aria-label={`Open thread, posted ${fullTime(post.created_at)}`}
-            >
+            <a class="time" href={postPath(post)}>
               {time}
+              <span class="visually-hidden">{", open thread"}</span>
             </a>
           )}
         </header>
@@ -136,7 +133,7 @@ export function PostCard(props: PostCardProps): JSX.Element {
           <div class="actions">
             <button
               type="button"
-              class="action"
+              class="action reply"
               aria-label={`Reply to ${showHandle(author)}`}
               onClick={() => app.reply(post)}
               disabled={app.session === null}
@@ -145,31 +142,31 @@ export function PostCard(props: PostCardProps): JSX.Element {
             </button>
             <button
               type="button"
-              class={`action${repost ? " on repost-on" : ""}`}
-              aria-label={repost ? "Undo repost" : "Repost"}
+              class={`action repost${repost ? " on repost-on" : ""}`}
               aria-pressed={repost !== null}
               disabled={busy || app.session === null}
               onClick={() => toggle("repost")}
             >
               <RepostIcon />
+              <span class="visually-hidden">Repost</span>
               <span class="count">{reposts}</span>
             </button>
             <button
               type="button"
-              class={`action${like ? " on like-on" : ""}`}
-              aria-label={like ? "Unlike" : "Like"}
+              class={`action like${like ? " on like-on" : ""}`}
               aria-pressed={like !== null}
               disabled={busy || app.session === null}
               onClick={() => toggle("like")}
             >
               <HeartIcon filled={like !== null} />
+              <span class="visually-hidden">Like</span>
               <span class="count">{likes}</span>
             </button>
             {!props.focused && <a class="action open" href={postPath(post)}>Open thread</a>}
             {mine && (
               <button
                 type="button"
-                class="action danger"
+                class="action delete danger"
                 aria-label="Delete post"
                 disabled={busy}
                 onClick={remove}

@@ -11,6 +11,7 @@ import type { JSX } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Post } from "../../shared/client.ts";
 import { Composer } from "../components/composer.tsx";
+import { PostCard } from "../components/post_card.tsx";
 import { PostList } from "../components/post_list.tsx";
 import { useLoad, usePaged } from "../hooks.ts";
 import { waitIndexed } from "../lib/indexed.ts";
@@ -29,6 +30,7 @@ export function Home(): JSX.Element {
   }, [did]);
   const [me] = useLoad(() => app.client.profileByDid(did), [did]);
   const [fresh, setFresh] = useState(0);
+  const [mine, setMine] = useState<Post[]>([]);
   const top = useRef<string | null>(null);
   top.current = list.items[0]?.uri ?? null;
 
@@ -61,12 +63,17 @@ export function Home(): JSX.Element {
   }
 
   const followsNobody = me.status === "ok" && me.data.following === 0;
+  const ownNew = mine.filter((p) => !list.items.some((i) => i.uri === p.uri));
   return (
     <>
       <h1 class="screen-title">Home</h1>
       <Composer
         onPosted={async (created) => {
           await waitIndexed(app.client, created.uri);
+          // The timeline holds the posts of followed accounts: the member's own new post is
+          // kept on top (until the list itself has it) so that posting shows its result.
+          const got = await app.client.getPost(created.uri).catch(() => null);
+          if (got?.post) setMine((m) => [got.post!, ...m]);
           showNew();
         }}
       />
@@ -80,6 +87,20 @@ export function Home(): JSX.Element {
           You do not follow anyone yet, so here are the newest posts on this server. Follow people
           to fill your timeline.
         </p>
+      )}
+      {!list.loading && ownNew.length > 0 && (
+        <section aria-label="Your new posts" class="feed own-new">
+          {ownNew.map((p) => (
+            <PostCard
+              key={p.uri}
+              post={p}
+              onDeleted={(uri) =>
+                setMine((m) =>
+                  m.filter((x) => x.uri !== uri)
+                )}
+            />
+          ))}
+        </section>
       )}
       <PostList
         list={list}

@@ -78,8 +78,8 @@ export function Notifications(): JSX.Element {
                     displayName={n.author_display_name}
                   />{" "}
                   <a href={targetOf(n)} class="verb">{VERBS[n.kind] ?? n.kind}</a>
-                  {n.read_at === null && <span class="visually-hidden">(new)</span>}
-                  <span class="dot" aria-hidden="true">·</span>
+                  {n.read_at === null && <span class="visually-hidden">{" (new)"}</span>}
+                  <span class="dot" aria-hidden="true">{" · "}</span>
                   <time datetime={n.indexed_at} title={fullTime(n.indexed_at)}>
                     {shortAge(n.indexed_at)}
                   </time>

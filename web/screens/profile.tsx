@@ -150,9 +150,9 @@ function FollowButton(props: { did: string; name: string }): JSX.Element {
     <>
       <button
         type="button"
-        class={`button${following ? " secondary" : ""}`}
+        class={`button follow${following ? " secondary" : ""}`}
         aria-pressed={following}
-        aria-label={following ? `Unfollow ${props.name}` : `Follow ${props.name}`}
+        title={following ? `Unfollow ${props.name}` : `Follow ${props.name}`}
         disabled={busy}
         onClick={toggle}
       >
