@@ -9,6 +9,13 @@ export interface BenchResult {
   budget: string;
   /** Whether the figure meets the budget (true for informational rows). */
   pass: boolean;
+  /**
+   * Shown instead of the figure and unit when the figure is only a bound, e.g. "< 50 ms" when
+   * the browser reports no frame of 50 ms or more.
+   */
+  shown?: string;
+  /** How the figure was measured, printed under the table. */
+  note?: string;
 }
 
 /** Percentile (0-100) of a list of numbers, by nearest rank. */
@@ -24,18 +31,28 @@ function formatFigure(n: number): string {
   return n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(2);
 }
 
-/** Prints results as one table: name, figure, budget, pass/MISS. */
+/** Prints results as one table (name, figure, budget, pass/MISS), then the rows' notes. */
 export function printTable(rows: readonly BenchResult[]): void {
-  const cells = rows.map((r) => [
-    r.name,
-    `${formatFigure(r.figure)} ${r.unit}`,
-    r.budget,
-    r.pass ? "pass" : "MISS",
-  ]);
+  const notes: string[] = [];
+  const cells = rows.map((r) => {
+    let name = r.name;
+    if (r.note !== undefined) {
+      notes.push(`[${notes.length + 1}] ${r.note}`);
+      name += ` [${notes.length}]`;
+    }
+    return [
+      name,
+      r.shown ?? `${formatFigure(r.figure)} ${r.unit}`,
+      r.budget,
+      r.pass ? "pass" : "MISS",
+    ];
+  });
   const header = ["benchmark", "figure", "budget", "result"];
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
   const line = (c: string[]) => c.map((v, i) => v.padEnd(widths[i])).join("  ");
   console.log(line(header));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const c of cells) console.log(line(c));
+  if (notes.length > 0) console.log("");
+  for (const n of notes) console.log(n);
 }

@@ -20,6 +20,7 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
   { name: "fanout", module: "./fanout_bench.ts", fn: "benchFanout" },
   { name: "auth", module: "./auth_bench.ts", fn: "benchAuth" },
   { name: "query", module: "./query_bench.ts", fn: "benchQueries" },
+  { name: "web", module: "./web_bench.ts", fn: "benchWeb" },
 ];
 
 /**

@@ -67,9 +67,12 @@ function rng(seed: number): () => number {
   };
 }
 
-const userDid = (i: number) => `did:plc:${`bench${i}`.padEnd(24, "x")}`;
-const handleOf = (i: number) => `user${i}.test`;
-const viewerIndex = (v: number) => v * 7; // viewers are users 0, 7, 14, ...
+/** DID of bench user `i`. */
+export const userDid = (i: number): string => `did:plc:${`bench${i}`.padEnd(24, "x")}`;
+/** Handle of bench user `i`. */
+export const handleOf = (i: number): string => `user${i}.test`;
+/** User index of viewer `v`: each viewer follows 2,000 accounts. */
+export const viewerIndex = (v: number): number => v * 7; // viewers are users 0, 7, 14, ...
 const word = (i: number) => `w${i.toString(36)}`;
 const postRkey = (i: number) => `p${i.toString(36).padStart(8, "0")}`;
 const postUri = (i: number, random: () => number) =>
@@ -197,8 +200,8 @@ function buildDataSet(path: string): void {
   }
 }
 
-/** Path of the cached data set, built when absent. */
-async function cachedDataSet(): Promise<string> {
+/** Path of the cached data set, built when absent (also used by `web_bench.ts`). */
+export async function cachedDataSet(): Promise<string> {
   const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
   const dir = `${tmp}/social-query-bench`;
   await Deno.mkdir(dir, { recursive: true });
