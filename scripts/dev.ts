@@ -79,18 +79,23 @@ export async function startDev(log: Logger): Promise<() => Promise<void>> {
   const jwtSecret = await loadOrCreateJwtSecret(pdsConfig, log.child("pds"));
   const pds = await startPds({ env: pdsEnv, jwtSecret, log: log.child("pds") });
   let appview;
+  let appviewConfig;
   try {
     // With no account host URL configured, the index reaches it where it actually listens.
     if (isUnset(appviewEnv.PDS_INTERNAL_URL) && isUnset(appviewEnv.PDS_PUBLIC_URL)) {
       appviewEnv.PDS_INTERNAL_URL = pds.url;
     }
-    const appviewConfig = loadAppviewConfig(appviewEnv);
+    appviewConfig = loadAppviewConfig(appviewEnv);
     appview = await startAppview({ config: appviewConfig, log: log.child("appview") });
   } catch (err) {
     await pds.close();
     throw err;
   }
   log.info("dev is running", { pds: pds.url, appview: appview.url, dataDir });
+  // The one line a newcomer needs: where the web app is (the index serves it).
+  // With APPVIEW_PORT=0 (and no public URL) only the bound address is known.
+  const openUrl = isUnset(appviewEnv.APPVIEW_PUBLIC_URL) ? appview.url : appviewConfig.publicUrl;
+  console.log(`\n  Open ${openUrl} and sign up.\n`);
   return async () => {
     await appview.close();
     await pds.close();

@@ -116,8 +116,17 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
     assert.equal(status.code, 0, `dev exit:\n${devOut.join("").slice(-2000)}`);
   }
   assert.match(devOut.join(""), /"msg":"shutting down"/);
-  // Every line after `deno task`'s own banner is one JSON log record.
-  const logLines = devOut.join("").split("\n").filter((l) => l !== "" && !l.startsWith("Task dev"));
+  // Before the log: `deno task`'s banners and the web app's build line; in it, one plain line
+  // with the address to open; every other line is one JSON log record.
+  const text = devOut.join("");
+  assert.match(text, new RegExp(`\n {2}Open http://localhost:${appviewPort} and sign up\\.\n`));
+  assert.match(
+    text,
+    /^web: built web\/dist \(app-[0-9a-f]{12}\.js \d+ bytes, app-[0-9a-f]{12}\.css \d+ bytes\)$/m,
+  );
+  const logLines = text.split("\n").filter((l) =>
+    l !== "" && !l.startsWith("Task ") && !l.startsWith("web: built ") && !l.startsWith("  Open ")
+  );
   for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
 });
 
