@@ -28,6 +28,9 @@ import { Signup } from "./screens/signup.tsx";
 import { Thread } from "./screens/thread.tsx";
 import { AppContext, type AppState, useApp } from "./state.ts";
 
+/** Read after the badge's number. */
+const UNREAD = " unread";
+
 /** How often the unread badge is counted again (also on focus). */
 export const UNREAD_POLL_MS = 30_000;
 
@@ -164,7 +167,7 @@ function Header(): JSX.Element {
                 {app.unread > 0 && (
                   <span class="badge">
                     {app.unread > 99 ? "99+" : app.unread}
-                    <span class="visually-hidden">{" unread"}</span>
+                    <span class="visually-hidden">{UNREAD}</span>
                   </span>
                 )}
               </a>

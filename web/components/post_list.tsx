@@ -10,7 +10,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { Post } from "../../shared/client.ts";
 import type { Paged } from "../hooks.ts";
 import { useApp } from "../state.ts";
-import { PostCard, type PostViewer } from "./post_card.tsx";
+import { ListedPostCard, type PostViewer } from "./post_card.tsx";
 import { Empty, ErrorBox, Loading } from "./states.tsx";
 
 /** Most URIs the index takes in one `/api/viewer` request. */
@@ -65,7 +65,7 @@ export function PostList(props: PostListProps): JSX.Element {
   return (
     <section aria-label={props.label} class="feed">
       {list.items.map((post) => (
-        <PostCard
+        <ListedPostCard
           key={post.uri}
           post={post}
           viewer={viewer[post.uri]}

@@ -16,6 +16,10 @@ import { usePaged } from "../hooks.ts";
 import { fullTime, shortAge } from "../lib/time.ts";
 import { useApp } from "../state.ts";
 
+/** Read after an unread notification. */
+const NEW = " (new)";
+const SEPARATOR = " · ";
+
 const VERBS: Record<string, string> = {
   like: "liked your post",
   repost: "reposted your post",
@@ -78,8 +82,8 @@ export function Notifications(): JSX.Element {
                     displayName={n.author_display_name}
                   />{" "}
                   <a href={targetOf(n)} class="verb">{VERBS[n.kind] ?? n.kind}</a>
-                  {n.read_at === null && <span class="visually-hidden">{" (new)"}</span>}
-                  <span class="dot" aria-hidden="true">{" · "}</span>
+                  {n.read_at === null && <span class="visually-hidden">{NEW}</span>}
+                  <span class="dot" aria-hidden="true">{SEPARATOR}</span>
                   <time datetime={n.indexed_at} title={fullTime(n.indexed_at)}>
                     {shortAge(n.indexed_at)}
                   </time>
