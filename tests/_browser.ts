@@ -179,7 +179,7 @@ export async function checkAccessibility(
 }
 
 /**
- * An uncompressed 24-bit BMP of `width` x `height` with a colour pattern and per-pixel noise: a
+ * An uncompressed 24-bit BMP of `width` x `height` with a colour pattern and per-pixel grain: a
  * stand-in for a phone photo (large, and it does not compress away when re-encoded).
  */
 export function makeBmp(width: number, height: number, seed = 1): Uint8Array {
@@ -201,7 +201,7 @@ export function makeBmp(width: number, height: number, seed = 1): Uint8Array {
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
       state = (state * 1664525 + 1013904223) >>> 0;
-      const noise = state >>> 27;
+      const noise = state >>> 30;
       const at = 54 + y * row + x * 3;
       bytes[at] = (x * 255 / width + noise) & 255;
       bytes[at + 1] = (y * 255 / height + noise) & 255;

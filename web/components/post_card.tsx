@@ -41,6 +41,8 @@ export interface PostCardProps {
   onDeleted?: (uri: string) => void;
   /** Hide the actions (the parent shown in the reply dialog). */
   compact?: boolean;
+  /** Shown inside its thread: no "reply in a thread" note. */
+  inThread?: boolean;
 }
 
 /** A post with its actions. */
@@ -125,7 +127,7 @@ export function PostCard(props: PostCardProps): JSX.Element {
             </a>
           )}
         </header>
-        {post.parent_uri && !props.focused && !props.compact && (
+        {post.parent_uri && !props.focused && !props.compact && !props.inThread && (
           <p class="reply-note">Reply in a thread</p>
         )}
         {post.text !== "" && (

@@ -66,7 +66,7 @@ export function Thread(props: { actor: string; rkey: string }): JSX.Element {
       )}
       {t.parents.length > 0 && (
         <section aria-label="Earlier in the thread" class="feed ancestors">
-          {t.parents.map((p) => <PostCard key={p.uri} post={p} viewer={viewer[p.uri]} />)}
+          {t.parents.map((p) => <PostCard key={p.uri} post={p} viewer={viewer[p.uri]} inThread />)}
         </section>
       )}
       <PostCard
@@ -93,6 +93,7 @@ export function Thread(props: { actor: string; rkey: string }): JSX.Element {
             key={p.uri}
             post={p}
             viewer={viewer[p.uri]}
+            inThread
             onDeleted={(uri) => set({ ...t, replies: t.replies.filter((r) => r.uri !== uri) })}
           />
         ))}
