@@ -9,11 +9,14 @@ COPY shared/ shared/
 COPY pds/ pds/
 COPY appview/ appview/
 COPY scripts/ scripts/
-RUN deno install --frozen
+COPY web/ web/
+RUN deno install --frozen && deno task web:build
 
 ENV PDS_HOSTNAME=0.0.0.0 \
     APPVIEW_HOSTNAME=0.0.0.0
-RUN mkdir -p /app/data && chown deno:deno /app/data
+# The server tasks build the web app again before they start (`dev`, `appview`): its output
+# folder belongs to the user they run as.
+RUN mkdir -p /app/data && chown deno:deno /app/data && chown -R deno:deno /app/web/dist
 VOLUME ["/app/data"]
 EXPOSE 2583 3000
 USER deno

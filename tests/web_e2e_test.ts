@@ -117,6 +117,8 @@ Deno.test({
     await using files = await makeTempDir("web-e2e-");
     const photo = `${files.path}/photo.bmp`;
     const avatar = `${files.path}/avatar.bmp`;
+    const notImage = `${files.path}/notes.png`;
+    await Deno.writeTextFile(notImage, "not a picture at all");
     await Deno.writeFile(photo, makeBmp(1400, 1000, 7)); // 4.2 MB: over the 1 MiB blob limit
     await Deno.writeFile(avatar, makeBmp(240, 240, 3));
     const [codeA, codeB] = await createInviteCodes(sys.pds.ctx.kv, { count: 2, uses: 1 });
@@ -247,6 +249,22 @@ Deno.test({
           `${[...postText].length}/160 characters`,
         );
         const input = await b.$("form.composer input[type=file]");
+        // A file that is no image: the composer says so and will not post until it is removed.
+        await input!.uploadFile(notImage);
+        await waitUntil(
+          b,
+          `document.querySelector('.attachment [role="alert"]')?.textContent === "This file is not an image the browser can read"`,
+        );
+        assert.equal(
+          await b.evaluate(`document.querySelector("form.composer button[type=submit]").disabled`),
+          true,
+        );
+        await b.click(".attachment .link-button");
+        await waitUntil(b, `!document.querySelector(".attachment")`);
+        assert.equal(
+          await b.evaluate(`document.querySelector("form.composer button[type=submit]").disabled`),
+          false,
+        );
         await input!.uploadFile(photo);
         await waitUntil(
           b,
