@@ -153,8 +153,7 @@ export const INTEROP_DIR: URL | null = (() => {
  * variable (`PDS_ENV_VARS`; their tasks grant these and the index's). Written out rather than
  * imported: this harness serves the index's tests too, which must not load `pds/`.
  */
-const PDS_SCRIPT_ENV =
-  "DATA_DIR,PDS_KV_PATH,LOG_LEVEL,PDS_PORT,PDS_HOSTNAME,PDS_PUBLIC_URL,PDS_JWT_SECRET,PDS_INVITE_REQUIRED,PDS_HANDLE_DOMAINS,PDS_EVENT_RETENTION_DAYS,PDS_TRUST_PROXY,APPVIEW_PUBLIC_URL,APPVIEW_INTERNAL_URL,APPVIEW_INGEST_SECRET,PDS_CORS_ORIGINS";
+const PDS_SCRIPT_ENV = "DATA_DIR,LOG_LEVEL,PDS_*,APPVIEW_*";
 
 /**
  * Runs `scripts/<script>` as a subprocess on the KV file `<dir>/pds.kv`, writing only in `dir`,
