@@ -449,6 +449,22 @@ Deno.test({
           ["https://bob.example/about"],
         );
         await capture(a, "profile");
+        // The same profile by DID, as notification and follower links open it.
+        const didB = await b.evaluate(
+          `JSON.parse(localStorage.getItem("social.session")).did`,
+        ) as string;
+        await go(a, `${base}/profile/${didB}`, "<i>Bob</i>");
+        assert.equal(
+          await textOf(a, `document.querySelector(".profile-head .handle")`),
+          "@bob.test",
+        );
+        await go(a, `${base}/profile/nobody.test`, "Profile");
+        assert.equal(
+          await textOf(a, `document.querySelector(".state.empty")`),
+          "No account here goes by @nobody.test.",
+        );
+        await clickLink(a, "/");
+        await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
         await clickLink(a, "/profile/bob.test/followers");
         await heading(a, "Followers");
         await waitUntil(a, `document.querySelectorAll(".actor-card").length === 1`);
