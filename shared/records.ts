@@ -267,7 +267,29 @@ function checkExternal(field: string, external: unknown): string | null {
       return `Invalid ${field}.${key}: ${show(value)}`;
     }
   }
-  return null;
+  // The URIs end up as links and images in browsers: `javascript:`, `data:` and the like are
+  // active content, so only web URLs pass. The thumb is a URL string (spec 2.2) or, as in the
+  // atproto lexicon, an image blob.
+  return checkWebUrl(`${field}.uri`, external.uri) ??
+    optional(
+      external.thumb,
+      (v) =>
+        typeof v === "string"
+          ? checkWebUrl(`${field}.thumb`, v)
+          : checkBlobRef(`${field}.thumb`, v),
+    );
+}
+
+/**
+ * An absolute `http:` or `https:` URL, spelled with its scheme and `//` from the first
+ * character: what a browser may follow. Leading blanks, control characters inside the scheme
+ * (browsers drop them) and scheme-relative or slash-less forms are refused, not repaired.
+ */
+const WEB_URL_START = /^https?:\/\//i;
+
+function checkWebUrl(field: string, value: string): string | null {
+  if (WEB_URL_START.test(value) && URL.canParse(value)) return null;
+  return `Invalid ${field}, not an http or https URL: ${show(value)}`;
 }
 
 function checkEmbeddedRecord(record: unknown): string | null {

@@ -128,6 +128,80 @@ Deno.test("validateRecord checks the shape of the known embed variants (spec 2.2
   }
 });
 
+Deno.test("validateRecord refuses external embed URIs that are not http or https, naming the field (issue 36)", () => {
+  const external = (x: Record<string, unknown>) => ({ $type: EMBED_EXTERNAL, external: x });
+  const withMedia = (x: Record<string, unknown>) => ({
+    $type: EMBED_RECORD_WITH_MEDIA,
+    record: REF,
+    media: { external: x },
+  });
+  const valid = [
+    external({ uri: "http://example.com" }),
+    external({ uri: "HTTPS://Example.com/a?b=1#c", thumb: "https://cdn.example.com/t.jpg" }),
+    external({ uri: "https://example.com", thumb: BLOB }),
+    withMedia({ uri: "https://example.com/page", thumb: "http://cdn.example.com/t.png" }),
+  ];
+  for (const embed of valid) {
+    assert.equal(validateRecord(COLLECTION_POST, post({ embed })).ok, true, JSON.stringify(embed));
+  }
+  const notWeb = "not an http or https URL";
+  const invalid: [unknown, string][] = [
+    [
+      external({ uri: "javascript:alert(1)" }),
+      `Invalid embed.external.uri, ${notWeb}: "javascript:alert(1)"`,
+    ],
+    [
+      external({ uri: "JavaScript:alert(1)" }),
+      `Invalid embed.external.uri, ${notWeb}: "JavaScript:alert(1)"`,
+    ],
+    [
+      external({ uri: " javascript:alert(1)" }),
+      `Invalid embed.external.uri, ${notWeb}: " javascript:alert(1)"`,
+    ],
+    [
+      external({ uri: "java\tscript:alert(1)" }),
+      `Invalid embed.external.uri, ${notWeb}: "java\\tscript:alert(1)"`,
+    ],
+    [
+      external({ uri: "data:text/html,<script>alert(1)</script>" }),
+      `Invalid embed.external.uri, ${notWeb}: "data:text/html,<script>alert(1)</script>"`,
+    ],
+    [
+      external({ uri: "vbscript:msgbox(1)" }),
+      `Invalid embed.external.uri, ${notWeb}: "vbscript:msgbox(1)"`,
+    ],
+    [
+      external({ uri: "file:///etc/passwd" }),
+      `Invalid embed.external.uri, ${notWeb}: "file:///etc/passwd"`,
+    ],
+    [
+      external({ uri: "//evil.example/x" }),
+      `Invalid embed.external.uri, ${notWeb}: "//evil.example/x"`,
+    ],
+    [external({ uri: "https://" }), `Invalid embed.external.uri, ${notWeb}: "https://"`],
+    [
+      external({ uri: "https:evil.example" }),
+      `Invalid embed.external.uri, ${notWeb}: "https:evil.example"`,
+    ],
+    [
+      external({ uri: "https://example.com", thumb: "javascript:alert(1)" }),
+      `Invalid embed.external.thumb, ${notWeb}: "javascript:alert(1)"`,
+    ],
+    [external({ uri: "https://example.com", thumb: 5 }), "Invalid embed.external.thumb: 5"],
+    [
+      withMedia({ uri: "javascript:alert(1)" }),
+      `Invalid embed.media.external.uri, ${notWeb}: "javascript:alert(1)"`,
+    ],
+    [
+      withMedia({ uri: "https://example.com", thumb: "data:image/svg+xml,<svg/>" }),
+      `Invalid embed.media.external.thumb, ${notWeb}: "data:image/svg+xml,<svg/>"`,
+    ],
+  ];
+  for (const [embed, reason] of invalid) {
+    assert.equal(reasonOf(COLLECTION_POST, post({ embed })), reason);
+  }
+});
+
 Deno.test("validateRecord bounds an embed of any type by its JSON length (spec 2.2)", () => {
   const limit = MAX_EMBED_JSON_LENGTH;
   // {"$type":"com.example.big","pad":"…"} is 36 characters around the padding.

@@ -2,7 +2,7 @@
 // oversized strings that would otherwise reach Deno KV keys (400, never 500).
 
 import assert from "node:assert/strict";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { COLLECTION_POST, EMBED_EXTERNAL, EMBED_RECORD_WITH_MEDIA } from "../../shared/nsid.ts";
 import { createTestApp, signUp, xrpcGet, xrpcPost } from "../_test_helpers.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -182,4 +182,75 @@ Deno.test("oversized strings bound for KV keys answer 400 InvalidRequest naming 
   });
   assert.equal(login.status, 401);
   assert.equal((await login.json()).error, "AuthenticationRequired");
+});
+
+Deno.test("an external embed whose URI is not http or https is 400 InvalidRecord naming the field, and nothing is written (issue 36)", async () => {
+  await using t = await createTestApp();
+  const alice = await signUp(t.app, "alice.test");
+  const auth = bearer(alice.accessJwt);
+  const postWith = (embed: Record<string, unknown>) => ({
+    text: "click me",
+    embed,
+    createdAt: "2024-05-01T12:00:00.000Z",
+  });
+  const quoted = {
+    uri: `at://${alice.did}/${COLLECTION_POST}/${RKEY}`,
+    cid: "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm",
+  };
+  const writes: [string, Record<string, unknown>, string][] = [
+    [
+      "com.atproto.repo.createRecord",
+      {
+        collection: COLLECTION_POST,
+        record: postWith({ $type: EMBED_EXTERNAL, external: { uri: "javascript:alert(1)" } }),
+      },
+      'Invalid embed.external.uri, not an http or https URL: "javascript:alert(1)"',
+    ],
+    [
+      "com.atproto.repo.putRecord",
+      {
+        collection: COLLECTION_POST,
+        rkey: RKEY,
+        record: postWith({
+          $type: EMBED_RECORD_WITH_MEDIA,
+          record: quoted,
+          media: { external: { uri: "data:text/html,<script>alert(1)</script>" } },
+        }),
+      },
+      'Invalid embed.media.external.uri, not an http or https URL: "data:text/html,<script>alert(1)</script>"',
+    ],
+    [
+      "com.atproto.repo.applyWrites",
+      {
+        writes: [{
+          $type: "com.atproto.repo.applyWrites#create",
+          collection: COLLECTION_POST,
+          rkey: RKEY,
+          value: postWith({
+            $type: EMBED_EXTERNAL,
+            external: { uri: "https://example.com", thumb: "javascript:alert(1)" },
+          }),
+        }],
+      },
+      'Invalid embed.external.thumb, not an http or https URL: "javascript:alert(1)"',
+    ],
+  ];
+  for (const [method, body, message] of writes) {
+    const res = await xrpcPost(t.app, method, { repo: alice.did, ...body }, auth);
+    assert.equal(res.status, 400, method);
+    assert.deepEqual(await res.json(), { error: "InvalidRecord", message }, method);
+  }
+  const listed = await xrpcGet(
+    t.app,
+    `com.atproto.repo.listRecords?repo=${alice.did}&collection=${COLLECTION_POST}`,
+  );
+  assert.equal(listed.status, 200);
+  assert.deepEqual((await listed.json()).records, []);
+  const web = await xrpcPost(t.app, "com.atproto.repo.createRecord", {
+    repo: alice.did,
+    collection: COLLECTION_POST,
+    record: postWith({ $type: EMBED_EXTERNAL, external: { uri: "https://example.com/a" } }),
+  }, auth);
+  assert.equal(web.status, 200);
+  await web.body?.cancel();
 });
