@@ -1,6 +1,7 @@
 /**
- * The index's HTTP application: CORS, the error mapping, a body bound, the query API of spec 4.2
- * (the four private endpoints behind `requireViewer`), the push endpoint and `/healthz`.
+ * The index's HTTP application: `nosniff` on every response, CORS, the error mapping, a body
+ * bound, the query API of spec 4.2 (the four private endpoints behind `requireViewer`), the push
+ * endpoint and `/healthz`.
  *
  * Every view's statements are prepared here, once per app, so a request runs prepared
  * statements only.
@@ -8,7 +9,7 @@
  * @module
  */
 
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { limitBody } from "./api/body_limit.ts";
 import { corsMiddleware } from "./api/cors.ts";
 import { ApiError, onApiError } from "./api/errors.ts";
@@ -45,6 +46,7 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
   const guard = privateGuard(opts.verifier, ctx.config.authRequired);
   const app = new Hono();
   app.onError(onApiError(ctx.log));
+  app.use("*", noSniff());
   app.use("*", corsMiddleware(ctx.config.corsOrigins));
   app.use(
     "/api/*",
@@ -86,6 +88,18 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
     }, 405);
   });
   return app;
+}
+
+/**
+ * `X-Content-Type-Options: nosniff` on every response (errors, preflights and the web app's
+ * files included): a browser never reads a JSON answer that echoes user input, or an asset, as
+ * HTML or script. Set on the response as it is, after the handler (see `corsMiddleware`).
+ */
+function noSniff(): MiddlewareHandler {
+  return async function noSniff(c, next) {
+    await next();
+    if (c.res.status !== 101) c.res.headers.set("X-Content-Type-Options", "nosniff");
+  };
 }
 
 /** For a path, the methods some route of `app` answers it with (none: no such path). */

@@ -6,6 +6,7 @@
  * The page goes out with a Content-Security-Policy that allows scripts and styles from this
  * origin only, and network and images from this origin and the account host: a post that slipped
  * markup past the rendering (which sets network text as text) still could not run a script.
+ * `X-Content-Type-Options: nosniff` comes from the app's middleware, as on every response.
  *
  * @module
  */
@@ -65,7 +66,6 @@ export function webRoutes(opts: WebRoutesOptions): Hono {
         "content-type": "text/html; charset=utf-8",
         "cache-control": "no-cache",
         "content-security-policy": csp,
-        "x-content-type-options": "nosniff",
         "x-frame-options": "DENY",
         "referrer-policy": "same-origin",
       });
@@ -85,7 +85,6 @@ export function webRoutes(opts: WebRoutesOptions): Hono {
     return c.body(asset.bytes as Uint8Array<ArrayBuffer>, 200, {
       "content-type": asset.type,
       "cache-control": "public, max-age=31536000, immutable",
-      "x-content-type-options": "nosniff",
     });
   });
   return app;
