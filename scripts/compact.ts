@@ -13,7 +13,10 @@
  * for example in repositories written before the count existed. It prints one line per
  * repository compacted, then a total.
  *
- * Exit codes: 0 success, 1 failure (for example an unknown repository), 2 bad arguments.
+ * The store must exist: a path without one fails saying where it looked (never creates one).
+ *
+ * Exit codes: 0 success, 1 failure (for example an unknown repository or no store), 2 bad
+ * arguments.
  *
  * @module
  */
@@ -22,7 +25,7 @@ import { parseArgs } from "node:util";
 import { isValidDid } from "../shared/syntax.ts";
 import { silentLogger } from "../shared/log.ts";
 import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
-import { openPdsKv } from "../pds/server.ts";
+import { openExistingPdsKv, StoreMissingError } from "./_pds_store.ts";
 import { type RepoRoot, RepoService } from "../pds/repo/repository.ts";
 import type { CompactionResult } from "../pds/repo/compaction.ts";
 import { repoRootPrefix } from "../pds/store/keys.ts";
@@ -53,7 +56,17 @@ export async function runCompactCli(
     return 2;
   }
   const config = loadPdsConfig(env);
-  const kv = await openPdsKv(config);
+  let kv: Deno.Kv;
+  try {
+    kv = await openExistingPdsKv(config, {
+      env,
+      hint: "set DATA_DIR or PDS_KV_PATH to the account host's",
+    });
+  } catch (e) {
+    if (!(e instanceof StoreMissingError)) throw e;
+    io.err(`compact: ${e.message}`);
+    return 1;
+  }
   try {
     const repo = new RepoService({
       kv,

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { verifyRepoCar } from "@atproto/repo";
-import { runPdsScript } from "../tests/_util.ts";
+import { makeTempDir, runPdsScript } from "../tests/_util.ts";
 import { signUp, startTestServer, xrpcGet, xrpcPost } from "../pds/_test_helpers.ts";
 import { readCar } from "../shared/car.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
@@ -111,4 +111,18 @@ Deno.test("compact CLI: a bad argument exits 2, an unknown repository exits 1", 
     "compact: repository not found: did:plc:aaaaaaaaaaaaaaaaaaaaaaaa\n",
   );
   assert.equal(unknown.stdout, "Compacted 0 repositories: removed 0 blocks (0 bytes)\n");
+});
+
+Deno.test("compact CLI refuses a store that does not exist, saying where it looked, and creates nothing (issue 36)", async () => {
+  await using dir = await makeTempDir("compact-cli-");
+  const wrong = `${dir.path}/wrong`;
+  const res = await runPdsScript("compact.ts", dir.path, [], { DATA_DIR: wrong });
+  assert.equal(res.code, 1);
+  assert.equal(res.stdout, "");
+  assert.equal(
+    res.stderr,
+    `compact: no account host store at ${wrong}/pds.kv (from DATA_DIR); ` +
+      "set DATA_DIR or PDS_KV_PATH to the account host's\n",
+  );
+  assert.deepEqual([...Deno.readDirSync(dir.path)], []);
 });

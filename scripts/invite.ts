@@ -3,23 +3,27 @@
  * (the same `PDS_KV_PATH` as the server, which may be running):
  *
  * ```
- * deno task invite create --count N --uses N   # prints one new code per line
+ * deno task invite create --count N --uses N [--create-store]  # prints one new code per line
  * deno task invite list [--json]               # code, used/max, disabled, redeemed by
  * deno task invite disable CODE
  * ```
  *
- * Exit codes: 0 success, 1 failure (for example an unknown code), 2 bad arguments.
+ * The store must exist (the account host creates it on its first start): a command on a path
+ * without one fails saying where it looked, since a new empty store would hold codes the server
+ * never sees. `create --create-store` starts a new store, for invites made before the first start.
+ *
+ * Exit codes: 0 success, 1 failure (for example an unknown code or no store), 2 bad arguments.
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
 import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
-import { openPdsKv } from "../pds/server.ts";
+import { openExistingPdsKv, StoreMissingError } from "./_pds_store.ts";
 import { createInviteCodes, disableInviteCode, listInviteCodes } from "../pds/accounts/invites.ts";
 
 const USAGE = `Usage:
-  invite create --count <n> --uses <n>
+  invite create --count <n> --uses <n> [--create-store]
   invite list [--json]
   invite disable <code>`;
 
@@ -45,7 +49,19 @@ export async function runInviteCli(
     return 2;
   }
   const config = loadPdsConfig(env);
-  const kv = await openPdsKv(config);
+  let kv: Deno.Kv;
+  try {
+    kv = await openExistingPdsKv(config, {
+      env,
+      create: command.name === "create" && command.createStore,
+      hint: "set DATA_DIR or PDS_KV_PATH to the account host's, or pass --create-store " +
+        "to start a new one",
+    });
+  } catch (e) {
+    if (!(e instanceof StoreMissingError)) throw e;
+    io.err(`invite: ${e.message}`);
+    return 1;
+  }
   try {
     switch (command.name) {
       case "create": {
@@ -89,7 +105,7 @@ export async function runInviteCli(
 }
 
 type Command =
-  | { name: "create"; count: number; uses: number }
+  | { name: "create"; count: number; uses: number; createStore: boolean }
   | { name: "list"; json: boolean }
   | { name: "disable"; code: string };
 
@@ -100,6 +116,7 @@ function parseCommand(args: string[]): Command {
       count: { type: "string" },
       uses: { type: "string" },
       json: { type: "boolean", default: false },
+      "create-store": { type: "boolean", default: false },
     },
     allowPositionals: true,
     strict: true,
@@ -113,6 +130,7 @@ function parseCommand(args: string[]): Command {
         name,
         count: positiveInt("--count", values.count, MAX_COUNT),
         uses: positiveInt("--uses", values.uses, MAX_USES),
+        createStore: values["create-store"] ?? false,
       };
     }
     case "list":
@@ -120,12 +138,16 @@ function parseCommand(args: string[]): Command {
       if (values.count !== undefined || values.uses !== undefined) {
         throw new UsageError("--count and --uses apply to create only");
       }
+      if (values["create-store"]) throw new UsageError("--create-store applies to create only");
       return { name, json: values.json ?? false };
     case "disable": {
       if (rest.length !== 1 || rest[0].trim() === "") {
         throw new UsageError("disable takes exactly one invite code");
       }
-      if (values.count !== undefined || values.uses !== undefined || values.json) {
+      if (
+        values.count !== undefined || values.uses !== undefined || values.json ||
+        values["create-store"]
+      ) {
         throw new UsageError("disable takes no options");
       }
       return { name, code: rest[0].trim() };

@@ -11,7 +11,15 @@ function invite(dir: string, ...args: string[]) {
 
 Deno.test("invite CLI round trip: create, list, disable, then the disabled code is refused with 400", async () => {
   await using dir = await makeTempDir("invite-cli-");
-  const created = await invite(dir.path, "create", "--count", "2", "--uses", "1");
+  const created = await invite(
+    dir.path,
+    "create",
+    "--count",
+    "2",
+    "--uses",
+    "1",
+    "--create-store",
+  );
   assert.equal(created.code, 0, created.stderr);
   const codes = created.stdout.trim().split("\n");
   assert.equal(codes.length, 2);
@@ -78,6 +86,8 @@ Deno.test("invite CLI rejects bad arguments with exit code 2 and an unknown code
     ],
     [["disable"], "invite: disable takes exactly one invite code"],
     [["list", "extra"], 'invite: unexpected argument "extra"'],
+    [["list", "--create-store"], "invite: --create-store applies to create only"],
+    [["disable", "x", "--create-store"], "invite: disable takes no options"],
   ];
   for (const [args, message] of cases) {
     const res = await invite(dir.path, ...args);
@@ -90,7 +100,40 @@ Deno.test("invite CLI rejects bad arguments with exit code 2 and an unknown code
   assert.equal(flag.code, 2);
   assert.match(flag.stderr, /^invite: Unknown option '--bogus'/);
 
+  const store = await invite(dir.path, "create", "--count", "1", "--uses", "1", "--create-store");
+  assert.equal(store.code, 0, store.stderr);
   const unknown = await invite(dir.path, "disable", "nope0-nope0-nope0");
   assert.equal(unknown.code, 1);
   assert.equal(unknown.stderr, 'invite: invite code not found: "nope0-nope0-nope0"\n');
+});
+
+Deno.test("invite CLI refuses a store that does not exist, saying where it looked, and creates nothing (issue 36)", async () => {
+  await using dir = await makeTempDir("invite-cli-");
+  const wrong = `${dir.path}/wrong`;
+  const hint = "set DATA_DIR or PDS_KV_PATH to the account host's, or pass --create-store " +
+    "to start a new one";
+  const cases: [Record<string, string>, string[], string][] = [
+    [
+      { DATA_DIR: wrong },
+      ["create", "--count", "1", "--uses", "1"],
+      `invite: no account host store at ${wrong}/pds.kv (from DATA_DIR); ${hint}\n`,
+    ],
+    [
+      { DATA_DIR: dir.path, PDS_KV_PATH: `${wrong}/other.kv` },
+      ["list"],
+      `invite: no account host store at ${wrong}/other.kv (from PDS_KV_PATH); ${hint}\n`,
+    ],
+    [
+      { DATA_DIR: wrong },
+      ["disable", "aaaaa-bbbbb-ccccc"],
+      `invite: no account host store at ${wrong}/pds.kv (from DATA_DIR); ${hint}\n`,
+    ],
+  ];
+  for (const [env, args, stderr] of cases) {
+    const res = await runPdsScript("invite.ts", dir.path, args, env);
+    assert.equal(res.code, 1, args.join(" "));
+    assert.equal(res.stdout, "", args.join(" "));
+    assert.equal(res.stderr, stderr, args.join(" "));
+  }
+  assert.deepEqual([...Deno.readDirSync(dir.path)], []);
 });

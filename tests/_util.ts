@@ -157,12 +157,14 @@ const PDS_SCRIPT_ENV = "DATA_DIR,LOG_LEVEL,PDS_*,APPVIEW_*";
 
 /**
  * Runs `scripts/<script>` as a subprocess on the KV file `<dir>/pds.kv`, writing only in `dir`,
- * with a clean environment; returns its exit code and output.
+ * with a clean environment (`env` replaces the default `DATA_DIR`/`PDS_KV_PATH` pair); returns
+ * its exit code and output.
  */
 export async function runPdsScript(
   script: string,
   dir: string,
   args: string[],
+  env: Record<string, string> = { DATA_DIR: dir, PDS_KV_PATH: `${dir}/pds.kv` },
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: [
@@ -175,7 +177,7 @@ export async function runPdsScript(
       ...args,
     ],
     cwd: REPO_ROOT.pathname,
-    env: { DATA_DIR: dir, PDS_KV_PATH: `${dir}/pds.kv` },
+    env,
     clearEnv: true,
     stdout: "piped",
     stderr: "piped",

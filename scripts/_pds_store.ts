@@ -1,0 +1,49 @@
+/**
+ * Opening the account host's KV store from a command line (`invite`, `compact`). A store file
+ * that does not exist is refused, not created: a wrong or missing `DATA_DIR` would otherwise give
+ * a new empty store, and `invite create` would print codes the server never sees.
+ *
+ * @module
+ */
+
+import type { PdsConfig } from "../pds/config.ts";
+import { openPdsKv } from "../pds/server.ts";
+
+/** The configured store file does not exist; the message says where it was looked for. */
+export class StoreMissingError extends Error {
+  override readonly name = "StoreMissingError";
+}
+
+/**
+ * Opens the store of `config`. A file path that does not exist throws {@link StoreMissingError}
+ * naming the path and the variable it came from, unless `create` is set. KV Connect URLs and
+ * `:memory:` are opened as they are.
+ */
+export async function openExistingPdsKv(
+  config: PdsConfig,
+  opts: { env: Record<string, string | undefined>; create?: boolean; hint: string },
+): Promise<Deno.Kv> {
+  const path = config.kvPath;
+  const isFile = !/^https?:\/\//.test(path) && path !== ":memory:";
+  if (isFile && !opts.create && !(await exists(path))) {
+    const from = opts.env.PDS_KV_PATH?.trim() ? "PDS_KV_PATH" : "DATA_DIR";
+    throw new StoreMissingError(
+      `no account host store at ${absolute(path)} (from ${from}); ${opts.hint}`,
+    );
+  }
+  return await openPdsKv(config);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}
+
+function absolute(path: string): string {
+  return path.startsWith("/") ? path : `${Deno.cwd()}/${path.replace(/^(\.\/)+/, "")}`;
+}
