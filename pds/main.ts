@@ -1,24 +1,38 @@
 /**
- * Entry point of the account host (`deno task pds`): reads the configuration, makes sure a JWT
- * secret exists, starts the server and closes it on SIGINT/SIGTERM.
+ * Entry point of the account host (`deno task pds`): reads the configuration, requires the JWT
+ * secret, starts the server and closes it on SIGINT/SIGTERM.
  *
- * Development convenience: when `PDS_JWT_SECRET` is unset, a random secret is generated once,
- * stored in `$DATA_DIR/pds_jwt_secret` (mode 0600) and reused on later starts, with a warning.
- * Production deployments set `PDS_JWT_SECRET`; the secret determines the published signing key.
+ * `PDS_JWT_SECRET` determines the published signing key, so `deno task pds` refuses to start
+ * without it, naming the variable: a generated secret would fail open, silently, in production.
+ * Only `deno task dev` (`scripts/dev.ts`) uses {@link loadOrCreateJwtSecret}: a random secret
+ * generated once, stored in `$DATA_DIR/pds_jwt_secret` (mode 0600) and reused, with a warning.
  *
  * @module
  */
 
 import { createLogger, type Logger } from "../shared/log.ts";
-import { loadPdsConfig, type PdsConfig, readPdsEnv } from "./config.ts";
+import { ConfigError, loadPdsConfig, type PdsConfig, readPdsEnv } from "./config.ts";
 import { startPds } from "./server.ts";
 
 /** File name of the generated development secret inside `DATA_DIR`. */
 export const GENERATED_SECRET_FILE = "pds_jwt_secret";
 
 /**
- * Returns `config.jwtSecret`, or the secret stored in `DATA_DIR` (generated and written on first
- * use). Logs a warning whenever the generated secret is in use.
+ * `config.jwtSecret`, required outside development.
+ *
+ * @throws {ConfigError} naming `PDS_JWT_SECRET` when it is unset.
+ */
+export function requireJwtSecret(config: PdsConfig): string {
+  if (config.jwtSecret) return config.jwtSecret;
+  throw new ConfigError(
+    "PDS_JWT_SECRET is not set: the account host needs a secret of at least 16 characters " +
+      "(only deno task dev generates a development one)",
+  );
+}
+
+/**
+ * For `deno task dev` only: returns `config.jwtSecret`, or the secret stored in `DATA_DIR`
+ * (generated and written on first use). Logs a warning whenever the generated secret is in use.
  */
 export async function loadOrCreateJwtSecret(config: PdsConfig, log: Logger): Promise<string> {
   if (config.jwtSecret) return config.jwtSecret;
@@ -42,7 +56,7 @@ async function main(): Promise<void> {
   const env = readPdsEnv();
   const config = loadPdsConfig(env);
   const log = createLogger("pds", { level: config.logLevel });
-  const jwtSecret = await loadOrCreateJwtSecret(config, log);
+  const jwtSecret = requireJwtSecret(config);
   // The listeners go in before startup, which logs "account host listening": a signal sent on
   // that line must find them, not Deno's default (exit 130 without closing the store).
   let pds: { close(): Promise<void> } | null = null;

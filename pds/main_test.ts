@@ -1,10 +1,14 @@
-// The generated development secret (DESIGN.md section 5: PDS_JWT_SECRET).
+// PDS_JWT_SECRET (DESIGN.md section 5): required by `deno task pds` (issue 36); generated for
+// `deno task dev` by loadOrCreateJwtSecret.
 
 import assert from "node:assert/strict";
-import { makeTempDir } from "../tests/_util.ts";
+import { makeTempDir, REPO_ROOT } from "../tests/_util.ts";
 import { captureLogger } from "./_test_helpers.ts";
 import { loadPdsConfig } from "./config.ts";
-import { GENERATED_SECRET_FILE, loadOrCreateJwtSecret } from "./main.ts";
+import { GENERATED_SECRET_FILE, loadOrCreateJwtSecret, requireJwtSecret } from "./main.ts";
+
+const MISSING_SECRET = "PDS_JWT_SECRET is not set: the account host needs a secret of at " +
+  "least 16 characters (only deno task dev generates a development one)";
 
 Deno.test("without PDS_JWT_SECRET a secret is generated once, stored 0600 in DATA_DIR and reused, with a warning", async () => {
   await using dir = await makeTempDir();
@@ -28,5 +32,45 @@ Deno.test("with PDS_JWT_SECRET set, the configured secret is used and nothing is
   const { log, lines } = captureLogger();
   assert.equal(await loadOrCreateJwtSecret(config, log), "configured-secret-value");
   assert.deepEqual(lines, []);
+  assert.deepEqual([...Deno.readDirSync(dir.path)], []);
+});
+
+Deno.test("requireJwtSecret returns PDS_JWT_SECRET and refuses to go on without it, naming it (issue 36)", () => {
+  assert.equal(
+    requireJwtSecret(loadPdsConfig({ PDS_JWT_SECRET: "configured-secret-value" })),
+    "configured-secret-value",
+  );
+  assert.throws(() => requireJwtSecret(loadPdsConfig({})), {
+    name: "ConfigError",
+    message: MISSING_SECRET,
+  });
+});
+
+Deno.test("pds/main.ts without PDS_JWT_SECRET exits 1 naming the variable and writes nothing (issue 36)", async () => {
+  await using dir = await makeTempDir();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-ffi",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      `--allow-write=${dir.path}`,
+      "--allow-env",
+      "pds/main.ts",
+    ],
+    cwd: REPO_ROOT.pathname,
+    env: { DATA_DIR: dir.path, PDS_PORT: "0", APPVIEW_INTERNAL_URL: "off", NO_COLOR: "1" },
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // Before, it started with a generated secret and served: stop it rather than wait forever.
+  const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+  const out = await child.output();
+  clearTimeout(timer);
+  assert.equal(new TextDecoder().decode(out.stderr), `${MISSING_SECRET}\n`);
+  assert.equal(out.code, 1);
   assert.deepEqual([...Deno.readDirSync(dir.path)], []);
 });
