@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { AtpAgent, type AtpSessionEvent } from "@atproto/api";
 import { decodeJwtUnverified } from "../shared/jwt.ts";
 import { startTestServer, testClock } from "../pds/_test_helpers.ts";
+import { REFRESH_GRACE_MS } from "../pds/accounts/sessions.ts";
 
 const PASSWORD = "correct horse battery";
 
@@ -55,9 +56,11 @@ Deno.test("AtpAgent with a rotated-out refresh token ends its session", async ()
   await first.createAccount({ handle: "twice.test", password: PASSWORD });
   const copy = { ...first.session! };
 
-  // The first agent refreshes; a second one still holding the old pair is then rejected.
+  // The first agent refreshes; a second one still holding the old pair beyond the grace window
+  // of a rotated-out refresh token is then rejected.
   clock.advance(2 * 60 * 60 * 1000);
   await first.com.atproto.server.getSession();
+  clock.advance(REFRESH_GRACE_MS + 1);
   const events: AtpSessionEvent[] = [];
   const second = new AtpAgent({ service: s.url, persistSession: (evt) => void events.push(evt) });
   await assert.rejects(second.resumeSession(copy));

@@ -1,9 +1,11 @@
 /**
  * Login sessions. A login starts a family; each refresh token (by `jti`) records its family.
- * Refreshing rotates the pair: the presented token is marked rotated and a new one is issued in
- * one atomic operation. Presenting a rotated-out token is treated as theft: the whole family is
- * revoked, so every refresh token descended from that login stops working. Access tokens are
- * stateless and simply expire (1 hour).
+ * Refreshing rotates the pair: the presented token is marked rotated (with the time and its
+ * successor) and a new one is issued in one atomic operation. Presenting a rotated-out token
+ * within {@link REFRESH_GRACE_MS} of its rotation yields a fresh pair for the same successor (two
+ * tabs refreshing at once, a retry after a lost response); later it is treated as theft: the
+ * whole family is revoked, so every refresh token descended from that login stops working.
+ * Access tokens are stateless and simply expire (1 hour).
  *
  * @module
  */
@@ -25,6 +27,10 @@ interface RefreshTokenRecord {
   did: string;
   family: string;
   rotated: boolean;
+  /** When it was rotated (ms since the epoch); absent on records from before the grace window. */
+  rotatedAt?: number;
+  /** The `jti` of the token it was rotated to. */
+  next?: string;
 }
 
 /** Stored login family. */
@@ -40,6 +46,13 @@ export interface SessionTokens {
   accessJwt: string;
   refreshJwt: string;
 }
+
+/**
+ * How long a rotated-out refresh token still yields a session (its successor) instead of
+ * revoking the login: covers tabs or devices refreshing at once and a retry after a lost
+ * response, while a stolen token used later than this still revokes the whole login.
+ */
+export const REFRESH_GRACE_MS = 5 * 60 * 1000;
 
 const RECORD_TTL_MS = REFRESH_TTL_SECONDS * 1000;
 const MAX_COMMIT_ATTEMPTS = 20;
@@ -67,7 +80,8 @@ export async function startSession(
 
 /**
  * Rotates a refresh token: verifies it, checks it is current, marks it rotated and issues a new
- * pair. A rotated-out token revokes its family and fails.
+ * pair. A token rotated out less than {@link REFRESH_GRACE_MS} ago gets a new pair for its
+ * successor (nothing is rotated); one rotated out earlier revokes its family and fails.
  *
  * @throws {TokenError} `ExpiredToken` for an expired or revoked token, `InvalidToken` otherwise
  */
@@ -75,6 +89,12 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
   const claims = await verifyRefreshToken(ctx, token);
   for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
     const { record, family } = await readCurrent(ctx, claims.jti, claims.sub);
+    const { rotatedAt, next } = record.value;
+    if (record.value.rotated && isInGrace(ctx, rotatedAt) && next !== undefined) {
+      const account = await getAccount(ctx.kv, claims.sub);
+      if (account === null) throw new TokenError("InvalidToken", "Token subject has no account");
+      return await issuePair(ctx, account, next);
+    }
     if (record.value.rotated) {
       await revokeFamily(ctx, record.value.family);
       ctx.log.warn("rotated-out refresh token presented; login revoked", { did: claims.sub });
@@ -85,7 +105,11 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
     const nextJti = randomId(32);
     const res = await ctx.kv.atomic()
       .check(record, family)
-      .set(record.key, { ...record.value, rotated: true }, { expireIn: RECORD_TTL_MS })
+      .set(
+        record.key,
+        { ...record.value, rotated: true, rotatedAt: ctx.now(), next: nextJti },
+        { expireIn: RECORD_TTL_MS },
+      )
       .set(
         refreshTokenKey(nextJti),
         { did: claims.sub, family: record.value.family, rotated: false },
@@ -109,6 +133,13 @@ export async function endSession(ctx: PdsContext, token: string): Promise<void> 
   const { record } = await readCurrent(ctx, claims.jti, claims.sub);
   await revokeFamily(ctx, record.value.family);
   await ctx.kv.delete(record.key);
+}
+
+/** True when a token rotated at `rotatedAt` is still within the grace window. */
+function isInGrace(ctx: PdsContext, rotatedAt: number | undefined): boolean {
+  if (rotatedAt === undefined) return false;
+  const age = ctx.now() - rotatedAt;
+  return age >= 0 && age <= REFRESH_GRACE_MS;
 }
 
 async function readCurrent(ctx: PdsContext, jti: string, did: string) {

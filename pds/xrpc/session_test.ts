@@ -11,6 +11,7 @@ import {
   xrpcGet,
   xrpcPost,
 } from "../_test_helpers.ts";
+import { REFRESH_GRACE_MS } from "../accounts/sessions.ts";
 import { requireAccess } from "../auth/access.ts";
 import type { PdsEnv } from "../context.ts";
 import { handleXrpcError } from "./errors.ts";
@@ -145,8 +146,9 @@ Deno.test("an access token is refused by refreshSession and deleteSession", asyn
   }
 });
 
-Deno.test("refreshSession rotates both tokens and the old refresh token stops working", async () => {
-  await using t = await createTestApp();
+Deno.test("refreshSession rotates both tokens and the old refresh token stops working after the grace window", async () => {
+  const clock = testClock();
+  await using t = await createTestApp({ now: clock.now });
   const first = await signUp(t.app, "jane.test");
   const res = await xrpcPost(
     t.app,
@@ -164,6 +166,7 @@ Deno.test("refreshSession rotates both tokens and the old refresh token stops wo
   assert.equal(me.status, 200);
   await me.body?.cancel();
 
+  clock.advance(REFRESH_GRACE_MS + 1);
   const reuse = await xrpcPost(
     t.app,
     "com.atproto.server.refreshSession",
@@ -177,8 +180,9 @@ Deno.test("refreshSession rotates both tokens and the old refresh token stops wo
   });
 });
 
-Deno.test("presenting a rotated-out refresh token revokes every token descended from that login", async () => {
-  await using t = await createTestApp();
+Deno.test("presenting a rotated-out refresh token after the grace window revokes every token descended from that login", async () => {
+  const clock = testClock();
+  await using t = await createTestApp({ now: clock.now });
   const login = await signUp(t.app, "kate.test");
   const refresh = async (token: string) => {
     const res = await xrpcPost(
@@ -198,6 +202,7 @@ Deno.test("presenting a rotated-out refresh token revokes every token descended 
     password: PASSWORD,
   }).then((r) => r.json());
 
+  clock.advance(REFRESH_GRACE_MS + 1);
   const stolen = await refresh(r1.body.refreshJwt); // rotated out by r2
   assert.equal(stolen.status, 400);
   assert.equal(stolen.body.error, "ExpiredToken");
@@ -281,4 +286,61 @@ Deno.test("a token signed by another key or garbled answers 400 InvalidToken", a
   const garbled = await xrpcGet(t.app, "com.atproto.server.getSession", bearer("a.b.c"));
   assert.equal(garbled.status, 400);
   assert.deepEqual(await garbled.json(), { error: "InvalidToken", message: "Token is malformed" });
+});
+
+Deno.test("ten concurrent refreshSession calls with one refresh token all get a working session", async () => {
+  await using s = await startTestServer();
+  const login = await signUp(s.url, "tabs.test");
+  const refresh = (token: string) =>
+    xrpcPost(s.url, "com.atproto.server.refreshSession", undefined, bearer(token));
+  const answers = await Promise.all(Array.from({ length: 10 }, () => refresh(login.refreshJwt)));
+  const bodies = await Promise.all(answers.map((r) => r.json()));
+  assert.deepEqual(answers.map((r) => r.status), Array(10).fill(200));
+  for (const body of bodies) {
+    const me = await xrpcGet(s.url, "com.atproto.server.getSession", bearer(body.accessJwt));
+    assert.equal(me.status, 200);
+    assert.deepEqual(await me.json(), { did: login.did, handle: "tabs.test", active: true });
+  }
+  // Every tab's new refresh token keeps working: none was taken for a stolen one.
+  for (const body of bodies) {
+    const next = await refresh(body.refreshJwt);
+    assert.equal(next.status, 200);
+    assert.equal((await next.json()).did, login.did);
+  }
+  const warned = s.lines.map((l) => JSON.parse(l)).filter((l) => l.msg.includes("refresh"));
+  assert.deepEqual(warned, []);
+});
+
+Deno.test("a rotated-out refresh token presented within the grace window gets the same successor, after it revokes the login", async () => {
+  const clock = testClock();
+  await using s = await startTestServer({ now: clock.now });
+  const login = await signUp(s.url, "late.test");
+  const refresh = async (token: string) => {
+    const res = await xrpcPost(
+      s.url,
+      "com.atproto.server.refreshSession",
+      undefined,
+      bearer(token),
+    );
+    return { status: res.status, body: await res.json() };
+  };
+  const first = await refresh(login.refreshJwt);
+  assert.equal(first.status, 200);
+  clock.advance(REFRESH_GRACE_MS - 1000);
+  const retried = await refresh(login.refreshJwt); // a response lost on the way, retried
+  assert.equal(retried.status, 200);
+  // Both answers name one successor: refreshing either rotates it for both.
+  const second = await refresh(retried.body.refreshJwt);
+  assert.equal(second.status, 200);
+  clock.advance(REFRESH_GRACE_MS + 1);
+  const stale = await refresh(first.body.refreshJwt); // rotated out beyond the window
+  assert.deepEqual(stale, {
+    status: 400,
+    body: { error: "ExpiredToken", message: "Token has been revoked" },
+  });
+  const descendant = await refresh(second.body.refreshJwt);
+  assert.deepEqual(descendant, {
+    status: 400,
+    body: { error: "ExpiredToken", message: "Token has been revoked" },
+  });
 });
