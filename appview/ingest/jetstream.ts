@@ -4,9 +4,15 @@
  *
  * The cursor is Jetstream's `time_us` (microseconds, about 1.7e15), stored in its own row
  * (`CURSOR_PUBLIC_TIME_US`, never the local stream's) in the transaction of the ops it covers.
- * On (re)connect it is rewound a few seconds, as Jetstream advises; redelivered events are
- * harmless because the write path is idempotent. The cursor never moves backwards. Identity
- * events become `HandleOp`s. Malformed events are skipped with a log line.
+ * On start and after a connection lost in an unknown state (error, close by the server, idle
+ * timeout) it is rewound a few seconds, as Jetstream advises; redelivered events are harmless
+ * because the write path is idempotent. Resuming after a flow-control pause it is not rewound:
+ * the consumer closed that connection itself after applying all it received, and Jetstream
+ * replays from the cursor on (`time_us` at or after it), so the stream goes on where it stopped.
+ * Rewinding there made a backlog denser than the queue bound per rewind (about 1,000 events/s
+ * at the default 5,000 messages) replay only applied events on every resume (issue 36). The
+ * cursor never moves backwards. Identity events become `HandleOp`s. Malformed events are
+ * skipped with a log line.
  *
  * A commit event carries its repository commit's `rev`: the write path applies it only when that
  * rev is at least the latest rev applied for the repository (`RevGate` `"newer-or-equal"`: the
@@ -22,6 +28,7 @@ import { isValidTid } from "../../shared/tid.ts";
 import type { AppviewContext } from "../context.ts";
 import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../db/state.ts";
 import {
+  type ConnectReason,
   type DecodedMessage,
   messageOf,
   StreamConsumer,
@@ -30,7 +37,10 @@ import {
   type StreamProtocol,
 } from "./stream_consumer.ts";
 
-/** How far the cursor is rewound on (re)connect: 5 seconds, in microseconds. */
+/**
+ * How far the cursor is rewound on start and after a lost connection (not when resuming after a
+ * flow-control pause): 5 seconds, in microseconds.
+ */
 export const JETSTREAM_REWIND_US = 5_000_000;
 /** Largest event accepted (characters of JSON text). */
 export const MAX_JETSTREAM_EVENT_CHARS = 2 * 1024 * 1024;
@@ -51,11 +61,12 @@ export class JetstreamProtocol implements StreamProtocol {
     this.#url = url;
   }
 
-  connectUrl(cursor: number | null): string {
+  connectUrl(cursor: number | null, reason: ConnectReason): string {
     const url = new URL(this.#url);
     url.searchParams.set("wantedCollections", SOCIAL_COLLECTION_GLOB);
     if (cursor !== null) {
-      url.searchParams.set("cursor", String(Math.max(0, cursor - JETSTREAM_REWIND_US)));
+      const rewind = reason === "resume" ? 0 : JETSTREAM_REWIND_US;
+      url.searchParams.set("cursor", String(Math.max(0, cursor - rewind)));
     } else {
       url.searchParams.delete("cursor");
     }

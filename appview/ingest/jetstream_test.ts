@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { COLLECTION_FOLLOW, COLLECTION_POST } from "../../shared/nsid.ts";
+import type { IndexOp } from "../../shared/ops.ts";
 import { startFakeJetstream, waitFor } from "../../tests/_util.ts";
 import {
   CONSUMER_PUBLIC,
@@ -8,9 +9,21 @@ import {
   readConsumerStatus,
   readCursor,
 } from "../db/state.ts";
-import { didOf, followOp, postOp } from "./_fixtures.ts";
-import { captureLogger, FAST_BACKOFF, makeCommit, openTestContext } from "./_stream_testing.ts";
+import { didOf, followOp, handleOp, likeOp, postOp, uriOf } from "./_fixtures.ts";
+import {
+  type StandInEvent,
+  startJetstreamStandIn,
+  toJetstreamEvent,
+} from "./_jetstream_stand_in.ts";
+import {
+  captureLogger,
+  FAST_BACKOFF,
+  makeCommit,
+  openTestContext,
+  revOf,
+} from "./_stream_testing.ts";
 import { createJetstreamConsumer, JETSTREAM_REWIND_US, JetstreamProtocol } from "./jetstream.ts";
+import type { IndexWriter } from "./apply_ops.ts";
 import type { StreamConsumer } from "./stream_consumer.ts";
 
 const ALICE = didOf("alice");
@@ -181,15 +194,26 @@ Deno.test("public consumer is not built when no Jetstream URL is configured", ()
 Deno.test("JetstreamProtocol keeps other query parameters of the configured URL", () => {
   const p = new JetstreamProtocol("wss://js.example/subscribe?compress=false");
   assert.equal(
-    p.connectUrl(null),
+    p.connectUrl(null, "start"),
     "wss://js.example/subscribe?compress=false&wantedCollections=app.social.*",
   );
   assert.equal(
-    p.connectUrl(T0),
+    p.connectUrl(T0, "reconnect"),
     `wss://js.example/subscribe?compress=false&wantedCollections=app.social.*&cursor=${
       T0 - JETSTREAM_REWIND_US
     }`,
   );
+});
+
+Deno.test("JetstreamProtocol rewinds the cursor on start and after a lost connection, never on a resume after a pause (issue 36)", () => {
+  const p = new JetstreamProtocol("ws://h:1/subscribe");
+  const cursorOf = (reason: "start" | "resume" | "reconnect") =>
+    new URL(p.connectUrl(T0, reason)).searchParams.get("cursor");
+  assert.deepEqual(
+    [cursorOf("start"), cursorOf("reconnect"), cursorOf("resume")],
+    [String(T0 - JETSTREAM_REWIND_US), String(T0 - JETSTREAM_REWIND_US), String(T0)],
+  );
+  assert.equal(new URL(p.connectUrl(1_000, "reconnect")).searchParams.get("cursor"), "0");
 });
 
 Deno.test("JetstreamProtocol gates a commit event by its rev (newer or equal) and leaves identity events ungated", () => {
@@ -209,4 +233,147 @@ Deno.test("JetstreamProtocol gates a commit event by its rev (newer or equal) an
   assert.equal(decoded?.commit, undefined);
   const identity = { did: ALICE, time_us: T0 + 1, kind: "identity", identity: { handle: "a.b" } };
   assert.equal(p.decode(JSON.stringify(identity), null, control)?.commit, undefined);
+});
+
+/** What a dense backlog should leave in the index. */
+interface Backlog {
+  events: StandInEvent[];
+  posts: number;
+  likes: number;
+  follows: number;
+}
+
+/**
+ * `n` events `spacingUs` apart from T0: posts (a quarter of them replies), likes, follows and
+ * identity events by 200 accounts, each event's rev above the last of its account.
+ */
+function denseBacklog(n: number, spacingUs: number): Backlog {
+  const dids = Array.from({ length: 200 }, (_, k) => didOf(`dense${k}`));
+  const followed = dids.map(() => 0);
+  const posts: string[] = [];
+  const backlog: Backlog = { events: [], posts: 0, likes: 0, follows: 0 };
+  for (let i = 0; i < n; i++) {
+    const k = i % dids.length;
+    const did = dids[k];
+    const rkey = `r${i.toString(36)}`;
+    const roll = Math.floor(i / dids.length + i) % 10;
+    let op: IndexOp;
+    if (roll < 4 || posts.length === 0) {
+      const parent = roll === 1 && posts.length > 0 ? posts[posts.length - 1] : undefined;
+      op = postOp(did, rkey, `dense post ${i}`, { parent });
+      posts.push(uriOf(did, COLLECTION_POST, rkey));
+      backlog.posts++;
+    } else if (roll < 7) {
+      op = likeOp(did, rkey, posts[i % posts.length]);
+      backlog.likes++;
+    } else if (roll < 9) {
+      op = followOp(did, rkey, dids[(k + 1 + followed[k]++) % dids.length]);
+      backlog.follows++;
+    } else {
+      op = handleOp(did, `dense${k}-${i}.test`);
+    }
+    backlog.events.push(toJetstreamEvent(op, T0 + i * spacingUs, revOf(i + 1)));
+  }
+  return backlog;
+}
+
+/** Counts the ops each `applyOps` call of `writer` is given. */
+function countOffered(writer: IndexWriter): { ops: number } {
+  const seen = { ops: 0 };
+  const apply = writer.applyOps.bind(writer);
+  writer.applyOps = (ops, opts) => {
+    seen.ops += ops.length;
+    return apply(ops, opts);
+  };
+  return seen;
+}
+
+function sum(ctx: { db: { prepare(s: string): { get(): unknown } } }, sql: string): number {
+  return (ctx.db.prepare(sql).get() as { n: number | null }).n ?? 0;
+}
+
+Deno.test("public consumer catches up a dense backlog across flow-control pauses, applying each event once (issue 36)", async () => {
+  // 30,000 events 100 us apart (10,000 per second of stream time): 5 s of rewind would cover
+  // the whole backlog, ten times the queue bound.
+  const N = 30_000;
+  const backlog = denseBacklog(N, 100);
+  const last = backlog.events[N - 1].time_us;
+  await using js = startJetstreamStandIn(backlog.events);
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  const offered = countOffered(ctx.writer);
+  await using consumer = started(createJetstreamConsumer(ctx, {
+    url: js.url,
+    ...FAST_BACKOFF,
+    yieldBetweenBatches: true,
+    maxBatchOps: 500,
+    maxQueuedMessages: 1_000,
+  }));
+  await waitFor(() => consumer.status().cursor === last, {
+    timeoutMs: 60_000,
+    message: "the cursor to reach the last event",
+  });
+  assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), last);
+  assert.deepEqual(
+    [count(ctx, "posts"), count(ctx, "likes"), count(ctx, "follows")],
+    [backlog.posts, backlog.likes, backlog.follows],
+  );
+  // Counters count each record once.
+  assert.deepEqual(
+    [
+      sum(ctx, "SELECT sum(post_count) AS n FROM profiles"),
+      sum(ctx, "SELECT sum(like_count) AS n FROM posts"),
+      sum(ctx, "SELECT sum(follower_count) AS n FROM profiles"),
+    ],
+    [backlog.posts, backlog.likes, backlog.follows],
+  );
+  // It paused, and each resume asked for the cursor it had applied, not a rewound one: the
+  // write path was given every event once, plus the one at each resume's cursor.
+  const pauses = lines.filter((l) =>
+    l.msg === "Pausing the stream until the index applies what it received"
+  );
+  const resumes = lines.filter((l) => l.msg === "Resuming the stream");
+  assert.ok(pauses.length >= 2, `${pauses.length} pauses`);
+  assert.equal(resumes.length, pauses.length);
+  assert.deepEqual(
+    js.requests.map((q) => q.get("cursor")),
+    [null, ...resumes.map((l) => String(l.cursor))],
+  );
+  assert.equal(offered.ops, N + resumes.length);
+  assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
+
+  // A connection lost in an unknown state (here closed by the server) is still rewound.
+  const sentBefore = js.sent();
+  const requestsBefore = js.requests.length;
+  js.dropClients();
+  await js.waitForRequests(requestsBefore + 1);
+  assert.equal(js.requests[requestsBefore].get("cursor"), String(last - JETSTREAM_REWIND_US));
+  // And the rewound replay does not hold it: it is sent through, or paused and resumed past it.
+  await waitFor(
+    () =>
+      js.sent() >= sentBefore + N ||
+      js.requests.slice(requestsBefore + 1).some((q) => q.get("cursor") === String(last)),
+    { timeoutMs: 30_000, message: "the rewound replay passed" },
+  );
+  assert.equal(count(ctx, "posts"), backlog.posts);
+  assert.equal(consumer.status().cursor, last);
+});
+
+Deno.test("public consumer rewinds after an idle timeout, as after any connection lost in an unknown state", async () => {
+  const backlog = denseBacklog(3, 100);
+  const last = backlog.events[2].time_us;
+  await using js = startJetstreamStandIn(backlog.events);
+  using ctx = openTestContext();
+  await using consumer = started(
+    createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF, idleTimeoutMs: 150 }),
+  );
+  await waitFor(() => consumer.status().cursor === last);
+  await js.waitForRequests(2, { timeoutMs: 3_000 });
+  assert.deepEqual(
+    js.requests.slice(0, 2).map((q) => q.get("cursor")),
+    [null, String(last - JETSTREAM_REWIND_US)],
+  );
+  await waitFor(() => js.sent() >= 6, { message: "the rewound replay" });
+  assert.equal(count(ctx, "posts"), backlog.posts);
+  assert.equal(consumer.status().cursor, last);
 });

@@ -14,7 +14,10 @@
  * {@link StreamConsumerOptions.maxQueuedMessages} received messages wait to be applied, the
  * consumer closes the connection (a WebSocket cannot be paused), applies what it holds, and
  * reconnects from its cursor without backoff. Memory stays bounded and nothing is skipped: the
- * stream replays from the cursor.
+ * stream replays from the cursor. That reconnect is a `"resume"` ({@link ConnectReason}): the
+ * cursor is exactly what was applied, so a protocol that rewinds its cursor after a lost
+ * connection must not rewind it here, or a backlog denser than the queue bound per rewind would
+ * replay only what was applied, pause again, and never move (issue 36).
  *
  * The protocol (frame decoding, cursor rules, URL) is a {@link StreamProtocol}: see
  * `local_stream.ts` and `jetstream.ts`.
@@ -111,14 +114,24 @@ export interface StreamParser {
   accept(parsed: unknown, cursor: number | null, control: StreamControl): DecodedMessage | null;
 }
 
+/**
+ * Why a consumer connects, for {@link StreamProtocol.connectUrl}:
+ * - `"start"`: the consumer starts, from its stored cursor;
+ * - `"resume"`: after a flow-control pause: the consumer closed the connection itself and applied
+ *   everything it had received, so its cursor is exactly where the stream must go on;
+ * - `"reconnect"`: after a connection lost in an unknown state (an error, a close by the server,
+ *   the idle timeout, a failed write).
+ */
+export type ConnectReason = "start" | "resume" | "reconnect";
+
 /** The wire side of a stream consumer. */
 export interface StreamProtocol {
   /** `consumer_status` name (`db/state.ts`). */
   readonly consumer: string;
   /** `cursors` name (`db/state.ts`). */
   readonly cursorName: string;
-  /** URL to connect to, given the stored cursor (null when none). */
-  connectUrl(cursor: number | null): string;
+  /** URL to connect to, given the stored cursor (null when none) and why it connects. */
+  connectUrl(cursor: number | null, reason: ConnectReason): string;
   /**
    * Decodes one message. `cursor` is the highest cursor accepted so far (including messages of
    * the batch being built). Returns null to drop the message (having logged why), or its ops and
@@ -326,7 +339,7 @@ export class StreamConsumer implements AsyncDisposable {
     // Checked a few times per timeout: a timestamp per message is cheaper than a timer each.
     const every = Math.max(10, Math.min(STATUS_INTERVAL_MS, Math.floor(this.#idleTimeoutMs / 4)));
     this.#idleTimer = setInterval(() => this.#checkIdle(), every);
-    this.#connect();
+    this.#connect("start");
   }
 
   /** Stops reconnecting, closes the socket, applies what was already received. */
@@ -373,11 +386,11 @@ export class StreamConsumer implements AsyncDisposable {
     this.#log.info("Consumer stopped", { cursor: this.#cursor });
   }
 
-  #connect(): void {
+  #connect(reason: ConnectReason): void {
     this.#reconnectTimer = null;
     if (this.#closing !== null) return;
     this.#setState("connecting");
-    const target = this.#protocol.connectUrl(this.#cursor);
+    const target = this.#protocol.connectUrl(this.#cursor, reason);
     // Logs and /healthz show the URL without credentials or API keys in its query.
     const url = redactUrl(target);
     let socket: WebSocket;
@@ -498,7 +511,7 @@ export class StreamConsumer implements AsyncDisposable {
     const delay = backoffDelay(this.#attempt++, this.#backoff, this.#random);
     this.#setState("backoff");
     this.#log.info("Reconnecting after backoff", { delayMs: delay, attempt: this.#attempt });
-    this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
+    this.#reconnectTimer = setTimeout(() => this.#connect("reconnect"), delay);
   }
 
   /** Received messages not applied yet: queued here or still in the parse worker. */
@@ -543,7 +556,7 @@ export class StreamConsumer implements AsyncDisposable {
     ) {
       this.#paused = false;
       this.#log.info("Resuming the stream", { cursor: this.#cursor });
-      this.#connect();
+      this.#connect("resume");
     }
   }
 
