@@ -9,6 +9,7 @@ import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "./context.ts";
 import { corsMiddleware } from "./cors.ts";
 import { handleNotFound, handleXrpcError, XrpcError } from "./xrpc/errors.ts";
+import { healthRoutes } from "./xrpc/health.ts";
 import { identityRoutes, wellKnownRoutes } from "./xrpc/identity.ts";
 import { serverRoutes } from "./xrpc/server.ts";
 import { repoRoutes } from "./xrpc/repo.ts";
@@ -44,6 +45,7 @@ export function createPdsApp(ctx: PdsContext): Hono<PdsEnv> {
   app.route("/", repoRoutes(ctx));
   app.route("/", syncRoutes(ctx));
   app.route("/", subscribeRoutes(ctx));
+  app.route("/", healthRoutes(ctx));
 
   app.onError(handleXrpcError(ctx.log));
   app.notFound(handleNotFound(app));
