@@ -19,7 +19,7 @@ import {
   formatCid,
   sha256Digest,
 } from "../../shared/cid.ts";
-import { encodeMstNode } from "./cbor_writer.ts";
+import { encodeMstNode, type MstNodeEntry } from "./cbor_writer.ts";
 
 /** A block: bytes and their CID. */
 export interface Block {
@@ -124,6 +124,8 @@ export class Mst {
   #layer: number;
   /** Cache keys of the stored nodes that changes to this tree replaced (see {@link release}). */
   #replaced: string[] = [];
+  /** Cache keys of the nodes the last {@link finalize} encoded (see {@link coveringProof}). */
+  #written = new Set<string>();
 
   private constructor(source: NodeSource, root: Ref, layer: number) {
     this.#source = source;
@@ -230,14 +232,78 @@ export class Mst {
    */
   finalize(): { root: CID; blocks: Block[] } {
     const blocks: Block[] = [];
+    this.#written = new Set();
     if (this.#root === null) {
       const block = encodeBlock({ e: [], l: null });
       cacheNode(formatCid(block.cid), { left: null, entries: [], cid: block.cid });
+      this.#written.add(EMPTY_TREE_KEY);
       return { root: EMPTY_TREE_CID, blocks: [block] };
     }
     const root = this.#save(this.#root, blocks);
     this.#root = root;
     return { root, blocks };
+  }
+
+  /**
+   * The covering proof of `keys`, as the reference builds it (`getCoveringProof`): for each key,
+   * the nodes on its path from the root (a proof of presence or absence) and, where the key is
+   * present, the nodes down to its neighbours (the right spine of the subtree before it and the
+   * left spine of the one after). With them a consumer proves every key against this tree and
+   * undoes a change of those keys to get the previous tree (reference atproto.md 8.4).
+   *
+   * Returns the blocks of the proof's nodes that the last {@link finalize} did not write (a
+   * commit has those already); the tree must be unchanged since.
+   */
+  async coveringProof(keys: Iterable<string>): Promise<Block[]> {
+    const root = this.#root;
+    // No root: the empty tree, whose node finalize wrote.
+    if (root === null) return [];
+    if (!isCid(root)) throw new MstError("MST has unsaved changes");
+    const seen = new Set<string>();
+    const out: Block[] = [];
+    const visit = async (cid: CID): Promise<MemNode> => {
+      const key = formatCid(cid);
+      const node = await this.#resolveStored(cid, key);
+      if (!seen.has(key)) {
+        seen.add(key);
+        if (!this.#written.has(key)) out.push(await this.#storedBlock(cid, node));
+      }
+      return node;
+    };
+    const spine = async (ref: Ref, rightmost: boolean): Promise<void> => {
+      while (ref !== null) {
+        const node = await visit(ref as CID);
+        const n = node.entries.length;
+        ref = rightmost && n > 0 ? node.entries[n - 1].right : node.left;
+      }
+    };
+    for (const key of keys) {
+      let ref: Ref = root;
+      while (ref !== null) {
+        const node = await visit(ref as CID);
+        const i = lowerBound(node.entries, key);
+        if (i < node.entries.length && node.entries[i].key === key) {
+          await spine(i === 0 ? node.left : node.entries[i - 1].right, true);
+          await spine(node.entries[i].right, false);
+          break;
+        }
+        ref = i === 0 ? node.left : node.entries[i - 1].right;
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The block of a stored node. Re-encoding the decoded node gives its bytes without a read (the
+   * encoding is canonical); should they not hash to its CID, the stored block is read.
+   */
+  async #storedBlock(cid: CID, node: MemNode): Promise<Block> {
+    // A stored node's children are CIDs (decodeNode, #save).
+    const bytes = encodeMstNode(node.left as CID | null, node.entries as MstNodeEntry[]);
+    if (cidForCbor(bytes).equals(cid)) return { cid, bytes };
+    const stored = await this.#source.getBlock(cid);
+    if (stored === null) throw new MstError(`MST node ${formatCid(cid)} is missing`);
+    return { cid, bytes: stored };
   }
 
   /**
@@ -388,7 +454,9 @@ export class Mst {
     const bytes = encodeMstNode(left, entries);
     const block = { cid: cidForCbor(bytes), bytes };
     blocks.push(block);
-    cacheNode(formatCid(block.cid), { left, entries, cid: block.cid });
+    const key = formatCid(block.cid);
+    cacheNode(key, { left, entries, cid: block.cid });
+    this.#written.add(key);
     return block.cid;
   }
 }
