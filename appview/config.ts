@@ -38,6 +38,12 @@ export interface AppviewConfig {
    * neither stream sends heartbeats, so a half-open connection shows only as silence.
    */
   readonly streamIdleTimeoutMs: number;
+  /**
+   * `APPVIEW_HEALTH_STALL_SECONDS` in milliseconds: how long a configured stream consumer may go
+   * without being `live` (connecting or in backoff) before `/healthz` answers 503; null (`0`)
+   * turns that rule off.
+   */
+  readonly healthStallMs: number | null;
   readonly logLevel: LogLevel;
   /**
    * Folder of the built web app served at `/` (`APPVIEW_WEB_DIR`, default `web/dist` of this
@@ -58,6 +64,11 @@ export class ConfigError extends Error {
 
 /** Default of `APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS` (`IDLE_TIMEOUT_MS` of the consumers). */
 export const STREAM_IDLE_TIMEOUT_SECONDS = 300;
+/**
+ * Default of `APPVIEW_HEALTH_STALL_SECONDS`: four times the longest reconnect backoff (30 s), so
+ * an account host restart or a network blip never fails the health check, a lasting outage does.
+ */
+export const HEALTH_STALL_SECONDS = 120;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -78,6 +89,7 @@ export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
   "APPVIEW_PLC_URL",
   "APPVIEW_ALLOW_PRIVATE_FETCH",
   "APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS",
+  "APPVIEW_HEALTH_STALL_SECONDS",
   "APPVIEW_WEB_DIR",
 ]);
 
@@ -138,10 +150,19 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
         min: 1,
         max: 86_400,
       }),
+    healthStallMs: parseHealthStall(env),
     logLevel,
     webDir: parseWebDir(env),
     webPdsUrl: pdsPublic,
   });
+}
+
+function parseHealthStall(env: Env): number | null {
+  const seconds = parseSeconds(env, "APPVIEW_HEALTH_STALL_SECONDS", HEALTH_STALL_SECONDS, {
+    min: 0,
+    max: 86_400,
+  });
+  return seconds === 0 ? null : seconds * 1000;
 }
 
 function parseWebDir(env: Env): string | null {

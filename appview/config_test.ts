@@ -3,6 +3,7 @@ import {
   APPVIEW_ENV_VARS,
   ConfigError,
   DEFAULT_WEB_DIR,
+  HEALTH_STALL_SECONDS,
   loadAppviewConfig,
   serviceDidFromUrl,
   STREAM_IDLE_TIMEOUT_SECONDS,
@@ -26,6 +27,8 @@ Deno.test("loadAppviewConfig applies the documented defaults", () => {
   assert.equal(c.allowPrivateFetch, false);
   assert.equal(c.streamIdleTimeoutMs, 300_000);
   assert.equal(STREAM_IDLE_TIMEOUT_SECONDS * 1000, IDLE_TIMEOUT_MS);
+  assert.equal(c.healthStallMs, 120_000);
+  assert.equal(HEALTH_STALL_SECONDS, 120);
   assert.ok(Object.isFrozen(c));
 });
 
@@ -112,6 +115,21 @@ Deno.test("APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS takes whole seconds from 1 to 864
       name: "ConfigError",
       message:
         `APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS must be a whole number of seconds from 1 to 86400, got ${bad}`,
+    });
+  }
+});
+
+Deno.test("APPVIEW_HEALTH_STALL_SECONDS takes whole seconds from 0 (off) to 86400 (issue 36)", () => {
+  const env = (v: string) => ({ APPVIEW_HEALTH_STALL_SECONDS: v });
+  assert.equal(loadAppviewConfig(env("0")).healthStallMs, null);
+  assert.equal(loadAppviewConfig(env("1")).healthStallMs, 1_000);
+  assert.equal(loadAppviewConfig(env("86400")).healthStallMs, 86_400_000);
+  assert.ok(APPVIEW_ENV_VARS.includes("APPVIEW_HEALTH_STALL_SECONDS"));
+  for (const bad of ["86401", "1.5", "-5", "2m", "off"]) {
+    assert.throws(() => loadAppviewConfig(env(bad)), {
+      name: "ConfigError",
+      message:
+        `APPVIEW_HEALTH_STALL_SECONDS must be a whole number of seconds from 0 to 86400, got ${bad}`,
     });
   }
 });

@@ -10,6 +10,12 @@
  * updated for {@link STALE_STATUS_MS} is reported `stale: true` (its process is gone or stuck).
  * `status` is `ok` when no enabled consumer is in backoff, connecting or stale, else `degraded`.
  *
+ * The HTTP status is for container health checks and load balancers (issue 36): 503, with the
+ * same body, when a configured consumer has failed or stalled, else 200 (`degraded` included,
+ * since a consumer reconnecting for a moment is normal). Failed: its row is stale. Stalled: it
+ * has been `connecting` or in `backoff`, without reaching `live` in between, for longer than
+ * `APPVIEW_HEALTH_STALL_SECONDS` (`down_since` of its row; the rule is off when that is 0).
+ *
  * @module
  */
 
@@ -20,6 +26,7 @@ import {
   CONSUMER_PUBLIC,
   CURSOR_LOCAL_SEQ,
   CURSOR_PUBLIC_TIME_US,
+  readConsumerDownSince,
   readConsumerStatus,
   readCursor,
 } from "../db/state.ts";
@@ -45,15 +52,27 @@ export interface HealthReport {
 
 /** Builds the health report from the database. */
 export function readHealth(ctx: AppviewContext): HealthReport {
+  return assessHealth(ctx).report;
+}
+
+/** The report, and whether a configured consumer failed or stalled (the 503 of `/healthz`). */
+export function assessHealth(ctx: AppviewContext): { report: HealthReport; failing: boolean } {
   const now = ctx.now().getTime();
   const consumers = {
     public: consumerHealth(ctx, CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US, now),
     local: consumerHealth(ctx, CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, now),
   };
   const healthy = (c: ConsumerHealth) => c.state === "disabled" || (c.state === "live" && !c.stale);
+  const failing = [CONSUMER_PUBLIC, CONSUMER_LOCAL].some((name, i) => {
+    const c = i === 0 ? consumers.public : consumers.local;
+    return c.stale || isStalled(ctx, name, c.state, now);
+  });
   return {
-    status: healthy(consumers.public) && healthy(consumers.local) ? "ok" : "degraded",
-    consumers,
+    report: {
+      status: healthy(consumers.public) && healthy(consumers.local) ? "ok" : "degraded",
+      consumers,
+    },
+    failing,
   };
 }
 
@@ -62,9 +81,17 @@ export function healthRoutes(ctx: AppviewContext): Hono {
   const app = new Hono();
   app.get("/healthz", (c) => {
     c.header("Cache-Control", "no-store");
-    return c.json(readHealth(ctx));
+    const { report, failing } = assessHealth(ctx);
+    return c.json(report, failing ? 503 : 200);
   });
   return app;
+}
+
+function isStalled(ctx: AppviewContext, name: string, state: string, now: number): boolean {
+  const limit = ctx.config.healthStallMs;
+  if (limit === null || (state !== "connecting" && state !== "backoff")) return false;
+  const since = readConsumerDownSince(ctx.db, name);
+  return since !== null && now - Date.parse(since) > limit;
 }
 
 function consumerHealth(

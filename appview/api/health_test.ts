@@ -2,20 +2,22 @@ import assert from "node:assert/strict";
 import {
   CONSUMER_LOCAL,
   CONSUMER_PUBLIC,
+  type ConsumerState,
   CURSOR_LOCAL_SEQ,
   CURSOR_PUBLIC_TIME_US,
   writeConsumerStatus,
   writeCursor,
 } from "../db/state.ts";
 import { openTestContext } from "../ingest/_stream_testing.ts";
+import { HEALTH_STALL_SECONDS } from "../config.ts";
 import { healthRoutes, STALE_STATUS_MS } from "./health.ts";
 
 const NOW = Date.parse("2024-06-01T00:00:00.000Z");
 const at = (ms: number) => new Date(NOW + ms).toISOString();
 
-async function getHealth(ctx: Parameters<typeof healthRoutes>[0]) {
+async function getHealth(ctx: Parameters<typeof healthRoutes>[0], status = 200) {
   const res = await healthRoutes(ctx).request("/healthz");
-  assert.equal(res.status, 200);
+  assert.equal(res.status, status);
   assert.equal(res.headers.get("cache-control"), "no-store");
   return await res.json();
 }
@@ -91,8 +93,104 @@ Deno.test("/healthz marks a live consumer whose row stopped updating as stale", 
       updatedAt: at(-STALE_STATUS_MS - 1),
     });
   }
-  const body = await getHealth(ctx);
+  const body = await getHealth(ctx, 503);
   assert.equal(body.status, "degraded");
   assert.equal(body.consumers.local.stale, true);
   assert.equal(body.consumers.public.stale, false);
+});
+
+/** A clock the test moves, and the local consumer's row written at its current time. */
+function movingClock(env: Record<string, string> = {}) {
+  let now = NOW;
+  const ctx = openTestContext({ now: () => new Date(now), env });
+  return {
+    ctx,
+    at(ms: number) {
+      now = NOW + ms;
+    },
+    write(state: ConsumerState) {
+      writeConsumerStatus(ctx.db, {
+        name: CONSUMER_LOCAL,
+        state,
+        cursor: 7,
+        lastEventAt: at(0),
+        lastError: state === "live" ? null : "Cannot connect to ws://127.0.0.1:2583",
+        updatedAt: new Date(now).toISOString(),
+      });
+    },
+    [Symbol.dispose]: () => ctx[Symbol.dispose](),
+  };
+}
+
+Deno.test("/healthz answers 503, with the same body, once a consumer has not been live for APPVIEW_HEALTH_STALL_SECONDS (issue 36)", async () => {
+  assert.equal(HEALTH_STALL_SECONDS, 120);
+  using clock = movingClock();
+  const stall = HEALTH_STALL_SECONDS * 1000;
+  clock.write("live");
+  clock.at(1_000);
+  clock.write("backoff"); // down from here
+  clock.at(21_000);
+  clock.write("connecting"); // still down: reconnecting does not restart the count
+  clock.at(1_000 + stall - 1_000);
+  clock.write("backoff");
+  const degraded = await getHealth(clock.ctx, 200);
+  assert.equal(degraded.status, "degraded");
+  clock.at(1_000 + stall + 1);
+  clock.write("backoff");
+  assert.deepEqual(await getHealth(clock.ctx, 503), {
+    status: "degraded",
+    consumers: {
+      public: {
+        state: "disabled",
+        cursor: null,
+        last_event_at: null,
+        last_error: null,
+        updated_at: null,
+        stale: false,
+      },
+      local: {
+        state: "backoff",
+        cursor: 7,
+        last_event_at: at(0),
+        last_error: "Cannot connect to ws://127.0.0.1:2583",
+        updated_at: at(1_000 + stall + 1),
+        stale: false,
+      },
+    },
+  });
+  // Live again: healthy; a new outage counts from its own start.
+  clock.at(2 * stall);
+  clock.write("live");
+  assert.equal((await getHealth(clock.ctx, 200)).status, "ok");
+  clock.at(2 * stall + 1_000);
+  clock.write("backoff");
+  clock.at(3 * stall);
+  clock.write("backoff");
+  await getHealth(clock.ctx, 200);
+  clock.at(3 * stall + 1_001);
+  clock.write("connecting");
+  await getHealth(clock.ctx, 503);
+});
+
+Deno.test("/healthz takes the stall threshold from APPVIEW_HEALTH_STALL_SECONDS; 0 turns the stall rule off (issue 36)", async () => {
+  {
+    using clock = movingClock({ APPVIEW_HEALTH_STALL_SECONDS: "5" });
+    clock.write("connecting");
+    clock.at(5_000);
+    clock.write("connecting");
+    await getHealth(clock.ctx, 200);
+    clock.at(5_001);
+    clock.write("backoff");
+    await getHealth(clock.ctx, 503);
+  }
+  {
+    using clock = movingClock({ APPVIEW_HEALTH_STALL_SECONDS: "0" });
+    clock.write("backoff");
+    clock.at(86_400_000);
+    clock.write("backoff");
+    assert.equal((await getHealth(clock.ctx, 200)).status, "degraded");
+    // A consumer whose row stopped updating has failed all the same.
+    clock.at(86_400_000 + STALE_STATUS_MS + 1);
+    await getHealth(clock.ctx, 503);
+  }
 });

@@ -232,6 +232,13 @@ DROP INDEX notifications_by_recipient;
 CREATE INDEX notifications_by_recipient ON notifications (recipient, indexed_at, id, read_at);
 `;
 
+/**
+ * Version 7, when each stream consumer last stopped being live (`consumer_status.down_since`,
+ * kept by `writeConsumerStatus`): `/healthz` answers 503 once a consumer has been connecting or
+ * backing off for longer than `APPVIEW_HEALTH_STALL_SECONDS` (issue 36).
+ */
+const CONSUMER_DOWN_SINCE_V7 = `ALTER TABLE consumer_status ADD COLUMN down_since TEXT;`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
@@ -240,6 +247,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 4, name: "drop the unused root-post index", sql: DROP_ROOT_INDEX_V4 },
   { version: 5, name: "interned DIDs in the hot indexes", sql: INTERNED_ACTORS_V5 },
   { version: 6, name: "fewer index writes per op", sql: FEWER_INDEX_WRITES_V6 },
+  { version: 7, name: "when each consumer stopped being live", sql: CONSUMER_DOWN_SINCE_V7 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

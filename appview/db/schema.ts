@@ -89,7 +89,8 @@
  *
  * consumer_status: name PK (`public`, `local`), state (`disabled|connecting|live|backoff`),
  *   cursor, last_event_at, last_error, updated_at: what /healthz reports when consumers run in
- *   other processes.
+ *   other processes. down_since (migration 7): when the consumer last left `live` (or started
+ *   without reaching it); null while live or disabled.
  *
  * ingest_skips: reason + collection PK, count, last_detail, last_uri, updated_at. Counts ops the
  *   write path skipped (`invalid_record`, `unsupported_collection`, `apply_error`), by reason.

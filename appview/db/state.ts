@@ -63,14 +63,24 @@ export function prepareCursorWrite(
   };
 }
 
-/** Upserts the status row of one consumer. */
+/** States in which a consumer is trying to reach its stream rather than reading it. */
+const DOWN_STATES: ReadonlySet<ConsumerState> = new Set(["connecting", "backoff"]);
+
+/**
+ * Upserts the status row of one consumer. The row also keeps `down_since`: the `updatedAt` of
+ * the first write in `connecting` or `backoff` after the consumer was `live` or `disabled` (or
+ * had no row), so going back and forth between the two down states does not restart the count.
+ */
 export function writeConsumerStatus(db: DatabaseSync, status: ConsumerStatus): void {
   db.prepare(
-    `INSERT INTO consumer_status (name, state, cursor, last_event_at, last_error, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?)
+    `INSERT INTO consumer_status
+       (name, state, cursor, last_event_at, last_error, updated_at, down_since)
+     VALUES (?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (name) DO UPDATE SET state = excluded.state, cursor = excluded.cursor,
        last_event_at = excluded.last_event_at, last_error = excluded.last_error,
-       updated_at = excluded.updated_at`,
+       updated_at = excluded.updated_at,
+       down_since = CASE WHEN excluded.down_since IS NULL THEN NULL
+         ELSE coalesce(consumer_status.down_since, excluded.down_since) END`,
   ).run(
     status.name,
     status.state,
@@ -78,7 +88,19 @@ export function writeConsumerStatus(db: DatabaseSync, status: ConsumerStatus): v
     status.lastEventAt,
     status.lastError,
     status.updatedAt,
+    DOWN_STATES.has(status.state) ? status.updatedAt : null,
   );
+}
+
+/**
+ * When the consumer `name` last stopped being live (ISO 8601); null while it is live or
+ * disabled, or when it never reported.
+ */
+export function readConsumerDownSince(db: DatabaseSync, name: string): string | null {
+  const row = db.prepare("SELECT down_since FROM consumer_status WHERE name = ?").get(name) as
+    | { down_since: string | null }
+    | undefined;
+  return row?.down_since ?? null;
 }
 
 /** Reads the status row of one consumer; null when it never reported. */
