@@ -19,6 +19,11 @@ ENV PDS_HOSTNAME=0.0.0.0 \
 RUN mkdir -p /app/data && chown deno:deno /app/data && chown -R deno:deno /app/web/dist
 VOLUME ["/app/data"]
 EXPOSE 2583 3000
+# The task running as process 1 picks what is asked: `pds` /xrpc/_health, `appview` /healthz (503
+# when a stream consumer failed or stalled, APPVIEW_HEALTH_STALL_SECONDS), `dev` both; the
+# consumer and handle-sync tasks serve no HTTP. The image has no curl: a small script does it.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
+  CMD ["deno", "run", "--quiet", "--no-config", "--allow-net", "--allow-env=PDS_HOSTNAME,PDS_PORT,APPVIEW_HOSTNAME,APPVIEW_PORT", "--allow-read=/proc/1/cmdline", "scripts/healthcheck.ts"]
 USER deno
 ENTRYPOINT ["deno", "task"]
 CMD ["dev"]
