@@ -2,10 +2,16 @@
  * Push ingest (spec 6.4; DESIGN.md section 4 "Push ingest"): after each commit made by this
  * process, the account host POSTs it to `{APPVIEW_INTERNAL_URL}/internal/ingest-commit` with
  * `Authorization: Bearer <APPVIEW_INGEST_SECRET>` and the JSON body
- * `{did, handle, rev, since, commit, ops: [{action, collection, rkey, cid, record}]}` (records in
- * lex JSON, taken from the event's CAR blocks; `since` is the rev of the repository's previous
- * commit, null for its first, so the index applies a push only when it is exactly the next commit
- * and leaves late or early ones to the local stream).
+ * `{did, handle, rev, since, commit, blocks, ops: [{action, collection, rkey, cid, record}]}`
+ * (records in lex JSON, taken from the event's CAR blocks; `since` is the rev of the repository's
+ * previous commit, null for its first, so the index applies a push only when it is exactly the
+ * next commit and leaves late or early ones to the local stream). `blocks` is the event's CAR, the
+ * very bytes of the `#commit` frame's `blocks` (the signed commit, the new tree nodes and the new
+ * records), as lex JSON bytes `{"$bytes": "<base64>"}`: the index verifies the commit's signature
+ * and each op against them and takes the records from them, so a push is as trustworthy as a
+ * frame (issue 36). When a delete's path in the new tree runs through nodes the commit did not
+ * rewrite, those are added (`push_proof.ts`), so the index can prove the key absent. `commit` is
+ * the CID of the commit block in it.
  *
  * Best effort and off the write's latency path: the sequencer's listener only enqueues; lanes
  * (by DID, so one repository's commits stay in order) send with a short timeout. A failure is
@@ -28,6 +34,7 @@ import { toLexJson } from "../../shared/lex_json.ts";
 import type { Logger } from "../../shared/log.ts";
 import { getAccount } from "../accounts/accounts.ts";
 import { Http1Client } from "./http1_client.ts";
+import { blocksProvingDeletes } from "./push_proof.ts";
 import { type CommitEvent, type SequencedCommit, sequencerFor } from "./sequencer.ts";
 
 /** Path of the index's push endpoint. */
@@ -51,7 +58,10 @@ export interface PushBody {
   rev: string;
   /** Rev of the repository's previous commit; null for its first commit. */
   since: string | null;
+  /** CID of the commit block (the root of `blocks`). */
   commit: string;
+  /** The `#commit` frame's CAR as lex JSON bytes. */
+  blocks: { $bytes: string };
   ops: PushOp[];
 }
 
@@ -106,6 +116,7 @@ export function pushBodyOf(
     rev: event.rev,
     since: event.since,
     commit: formatCid(event.commit),
+    blocks: toLexJson(event.blocks) as { $bytes: string },
     ops,
   };
 }
@@ -234,7 +245,10 @@ export class PushService {
     this.#inFlight.add(request);
     try {
       const handle = await this.#handleOf(commit.event.repo);
-      const body = JSON.stringify(pushBodyOf(commit.event, handle, commit.records));
+      const push = pushBodyOf(commit.event, handle, commit.records);
+      const proven = await blocksProvingDeletes(this.#kv, commit.event);
+      if (proven !== null) push.blocks = toLexJson(proven) as PushBody["blocks"];
+      const body = JSON.stringify(push);
       let status: number;
       if (this.#http !== null) {
         const bytes = encoder.encode(body);
