@@ -9,6 +9,7 @@
 import type { DatabaseSync } from "node:sqlite";
 import type { Logger } from "../shared/log.ts";
 import type { AppviewConfig } from "./config.ts";
+import type { AccountDirectory } from "./ingest/account_directory.ts";
 import type { IndexWriter } from "./ingest/apply_ops.ts";
 
 /** Shared state of one index process. */
@@ -18,6 +19,11 @@ export interface AppviewContext {
   /** The single write path of spec 6.2 rule 3; every ingest source calls it. */
   readonly writer: IndexWriter;
   readonly log: Logger;
+  /**
+   * Keys and handles of the account host's accounts, against which pushes are verified. Absent:
+   * the push endpoint asks the configured account host (tests give a table).
+   */
+  readonly accounts?: AccountDirectory;
   /** Clock (tests inject one). */
   now(): Date;
 }

@@ -48,7 +48,8 @@ export function freePort(): number {
   return port;
 }
 
-const INGEST_SECRET = "e2e-ingest-secret";
+/** The ingest secret the account host and the index share. */
+export const INGEST_SECRET = "e2e-ingest-secret";
 
 /** Starts an account host and an index wired to each other. */
 export async function startSystem(opts: SystemOptions = {}): Promise<TestSystem> {

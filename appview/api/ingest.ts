@@ -7,10 +7,19 @@
  * secret leaks through timing). A missing or wrong secret is 401. When the secret is unset every
  * caller is accepted (the startup warning is logged by `warnRelaxedSettings`).
  *
+ * A failed secret check is logged with the client's address (the socket's, never a forwarded
+ * header) and never the presented value, at most once per address per minute
+ * (`AddressLogLimiter`).
+ *
  * The body is read up to {@link MAX_PUSH_BODY_BYTES} (413 beyond), must be JSON (400 otherwise)
- * and a valid push payload (400 naming the bad field). Success is `{ok: true, applied: n}`, plus
- * `outOfOrder: true` when the commit was passed over because it was already applied or is not the
- * repository's next commit (`ingest/push.ts`; the local stream delivers it).
+ * and a valid push payload (400 naming the bad field). It is then verified against its signed
+ * commit (`ingest/push.ts`): 400 `InvalidCommit` when the commit does not prove it, 403
+ * `AccountNotHosted` for an account the configured account host does not host, 403
+ * `HandleMismatch` for a handle that host does not list, 503 `AccountUnavailable` when the host
+ * cannot be asked; nothing is applied then (the local stream still delivers what is real).
+ * Success is `{ok: true, applied: n}`, plus `outOfOrder: true` when the commit was passed over
+ * because it was already applied or is not the repository's next commit (the local stream
+ * delivers it).
  *
  * @module
  */
@@ -19,7 +28,16 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { OpsError } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
-import { applyPush } from "../ingest/push.ts";
+import { type AccountDirectory, AccountHostDirectory } from "../ingest/account_directory.ts";
+import {
+  applyPush,
+  PUSH_ACCOUNT_NOT_HOSTED,
+  PUSH_ACCOUNT_UNAVAILABLE,
+  PUSH_HANDLE_MISMATCH,
+  PUSH_INVALID_COMMIT,
+  PushRefusedError,
+} from "../ingest/push.ts";
+import { AddressLogLimiter } from "./address_log_limiter.ts";
 import { declaredLength, readStreamLimited } from "../../shared/bytes.ts";
 import { ApiError, errorBody, invalidRequest } from "./errors.ts";
 
@@ -28,14 +46,50 @@ export const INGEST_COMMIT_PATH = "/internal/ingest-commit";
 /** Largest push body accepted: 2 MiB (a commit holds at most 200 ops of small records). */
 export const MAX_PUSH_BODY_BYTES = 2 * 1024 * 1024;
 
+/** Log line of a failed secret check. */
+export const LOG_SECRET_REFUSED = "Push refused: ingest secret missing or wrong";
+
+const REFUSAL_STATUS = {
+  [PUSH_INVALID_COMMIT]: 400,
+  [PUSH_ACCOUNT_NOT_HOSTED]: 403,
+  [PUSH_HANDLE_MISMATCH]: 403,
+  [PUSH_ACCOUNT_UNAVAILABLE]: 503,
+} as const;
+
+/** Options of {@link ingestRoutes}. */
+export interface IngestRoutesOptions {
+  maxBodyBytes?: number;
+  /** Source of accounts' keys and handles. Default: `ctx.accounts`, else the account host. */
+  accounts?: AccountDirectory;
+  /** Limiter of the failed-secret log lines (tests inject one with a clock). */
+  secretLog?: AddressLogLimiter;
+}
+
+/** What Deno.serve hands a Hono app as its env: the connection's remote address. */
+type ServeEnv = { Bindings: { remoteAddr?: { hostname?: string } } | undefined };
+
 /** Routes of the push endpoint, mounted by `createAppviewApp`. */
-export function ingestRoutes(ctx: AppviewContext, opts: { maxBodyBytes?: number } = {}): Hono {
+export function ingestRoutes(ctx: AppviewContext, opts: IngestRoutesOptions = {}): Hono<ServeEnv> {
   const maxBytes = opts.maxBodyBytes ?? MAX_PUSH_BODY_BYTES;
   const expected = ctx.config.ingestSecret === null ? null : digest(ctx.config.ingestSecret);
   const log = ctx.log.child("push");
-  const app = new Hono();
+  const accounts = opts.accounts ?? ctx.accounts ??
+    new AccountHostDirectory({ pdsUrl: ctx.config.pdsUrl });
+  const secretLog = opts.secretLog ?? new AddressLogLimiter();
+  const app = new Hono<ServeEnv>();
   app.post(INGEST_COMMIT_PATH, async (c) => {
-    if (expected !== null) checkSecret(c.req.header("authorization"), expected);
+    if (expected !== null) {
+      try {
+        checkSecret(c.req.header("authorization"), expected);
+      } catch (e) {
+        const address = c.env?.remoteAddr?.hostname ?? "unknown";
+        const suppressed = secretLog.admit(address);
+        if (suppressed !== null && e instanceof ApiError) {
+          log.warn(LOG_SECRET_REFUSED, { address, error: e.error, suppressed });
+        }
+        throw e;
+      }
+    }
     const bytes = await readBounded(c.req.raw, maxBytes);
     let payload: unknown;
     try {
@@ -46,8 +100,16 @@ export function ingestRoutes(ctx: AppviewContext, opts: { maxBodyBytes?: number 
     }
     let result;
     try {
-      result = applyPush(ctx, payload);
+      result = await applyPush(ctx, accounts, payload);
     } catch (e) {
+      if (e instanceof PushRefusedError) {
+        log.warn("Push refused: it does not verify", { error: e.error, message: e.message });
+        throw new ApiError(
+          REFUSAL_STATUS[e.error as keyof typeof REFUSAL_STATUS],
+          e.error,
+          e.message,
+        );
+      }
       if (!(e instanceof OpsError)) throw e;
       log.warn("Push rejected: malformed payload", { error: e });
       throw invalidRequest(e.message);

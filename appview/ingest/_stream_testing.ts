@@ -1,7 +1,13 @@
 /**
  * Test helpers of the ingest sources: one logical commit rendered as a `subscribeRepos` frame, a
  * push body and Jetstream events (same records, same CIDs); a fake `subscribeRepos` server (a real
- * WebSocket server on port 0 with stored replay after a cursor); and a log capture.
+ * WebSocket server on port 0 with stored replay after a cursor, which also serves its accounts'
+ * DID documents); and a log capture.
+ *
+ * Test accounts: every DID is hosted, its commits signed by a key derived from the DID
+ * ({@link testAccountKey}), its handle `<name>.test` for `didOf(name)` ({@link testHandleOf}).
+ * A commit's tree is one node holding the commit's created and updated keys (so deletes are
+ * provably absent), signed like the account host's.
  *
  * @module
  */
@@ -9,7 +15,10 @@
 import { writeCar } from "../../shared/car.ts";
 import { type CID, encodeBlock, formatCid } from "../../shared/cid.ts";
 import { encodeFrame } from "../../shared/frame.ts";
-import { fromLexJson } from "../../shared/lex_json.ts";
+import { deriveP256KeyPair, type P256KeyPair, signCompact } from "../../shared/keys.ts";
+import { encodeCbor } from "../../shared/cbor.ts";
+import { fromLexJson, toLexJson } from "../../shared/lex_json.ts";
+import { encodeMultikey } from "../../shared/multikey.ts";
 import { createLogger, type Logger } from "../../shared/log.ts";
 import type { RecordOp } from "../../shared/ops.ts";
 import { encodeTid } from "../../shared/tid.ts";
@@ -17,6 +26,12 @@ import { loadAppviewConfig } from "../config.ts";
 import type { AppviewContext } from "../context.ts";
 import { openIndexDb } from "../db/open.ts";
 import { IndexWriter } from "./apply_ops.ts";
+import {
+  type AccountDirectory,
+  accountFromDocument,
+  type HostedAccount,
+  RESOLVE_DID_PATH,
+} from "./account_directory.ts";
 import { serveOnPort0, type TestServer, waitFor } from "../../tests/_util.ts";
 
 /** Consumer options for tests: reconnect within milliseconds. */
@@ -52,12 +67,13 @@ export function revOf(seq: number): string {
  * Builds a commit of `ops` (all by the same DID; their CIDs are replaced by the real CIDs of the
  * records' DAG-CBOR blocks, links binary as the account host writes them). `since` (the previous
  * commit's rev, null for a repository's first) goes into the frame and the push body; without it
- * the frame carries an old fixed rev and the push body none.
+ * the frame carries an old fixed rev and the push body none. `sign: false` leaves the commit's
+ * signature zero (no push verifies then; a stream benchmark saves the signing).
  */
 export function makeCommit(
   seq: number,
   ops: readonly RecordOp[],
-  opts: { handle?: string | null; since?: string | null } = {},
+  opts: { handle?: string | null; since?: string | null; sign?: boolean } = {},
 ): TestCommit {
   const did = ops[0].did;
   const rev = revOf(seq);
@@ -68,12 +84,15 @@ export function makeCommit(
     ...op,
     cid: blocks[i] === null ? null : formatCid(blocks[i]!.cid),
   }));
-  const commitBlock = encodeBlock({
-    did,
-    version: 3,
-    data: blocks.find((b) => b)?.cid ?? null,
-    rev,
-  });
+  const tree = encodeBlock(treeNode(real));
+  const unsigned = { did, version: 3, data: tree.cid, rev, prev: null };
+  // A zero signature costs nothing and fails every check (benchmarks of the stream path).
+  const sig = opts.sign === false
+    ? new Uint8Array(64)
+    : signCompact(testAccountKey(did).privateKey, encodeCbor(unsigned));
+  const commitBlock = encodeBlock({ ...unsigned, sig });
+  const present = blocks.filter((b): b is { cid: CID; bytes: Uint8Array } => b !== null);
+  const car = writeCar([commitBlock.cid], [commitBlock, tree, ...present]);
   return {
     did,
     seq,
@@ -81,7 +100,6 @@ export function makeCommit(
     ops: real,
     handle: opts.handle ?? null,
     frame({ cidForm = "instance" } = {}) {
-      const present = blocks.filter((b): b is { cid: CID; bytes: Uint8Array } => b !== null);
       return encodeFrame({ op: 1, t: "#commit" }, {
         seq,
         rebase: false,
@@ -90,7 +108,7 @@ export function makeCommit(
         commit: commitBlock.cid,
         rev,
         since: opts.since === undefined ? "3jzfcijpj2z2a" : opts.since,
-        blocks: writeCar([commitBlock.cid], [commitBlock, ...present]),
+        blocks: car,
         ops: real.map((op, i) => ({
           action: op.action,
           path: `${op.collection}/${op.rkey}`,
@@ -105,6 +123,7 @@ export function makeCommit(
         did,
         rev,
         commit: formatCid(commitBlock.cid),
+        blocks: toLexJson(car),
         ops: real.map((op) => ({
           action: op.action,
           collection: op.collection,
@@ -135,6 +154,86 @@ export function makeCommit(
       });
     },
   };
+}
+
+/** The one tree node of a test commit: its created and updated keys, sorted. */
+function treeNode(ops: readonly RecordOp[]): Record<string, unknown> {
+  const enc = new TextEncoder();
+  const entries = ops.filter((op) => op.cid !== null)
+    .map((op) => ({ key: enc.encode(`${op.collection}/${op.rkey}`), cid: op.cid! }))
+    .sort((a, b) => compareBytes(a.key, b.key));
+  let prev = new Uint8Array(0);
+  return {
+    l: null,
+    e: entries.map(({ key, cid }) => {
+      let p = 0;
+      while (p < key.length && p < prev.length && key[p] === prev[p]) p++;
+      prev = key;
+      return { p, k: key.slice(p), v: parseCidLink(cid), t: null };
+    }),
+  };
+}
+
+function parseCidLink(cid: string): CID {
+  return fromLexJson({ $link: cid }) as CID;
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
+const testKeys = new Map<string, P256KeyPair>();
+
+/** The key that signs a test account's commits (derived from the DID). */
+export function testAccountKey(did: string): P256KeyPair {
+  let key = testKeys.get(did);
+  if (key === undefined) {
+    key = deriveP256KeyPair(did, "test account key");
+    testKeys.set(did, key);
+  }
+  return key;
+}
+
+/** The handle of a test account: `<name>.test` for `didOf(name)`. */
+export function testHandleOf(did: string): string {
+  return `${did.slice("did:plc:".length).replace(/x+$/, "")}.test`;
+}
+
+/** The DID document a test account host serves for `did`. */
+export function testDidDocument(did: string, handle = testHandleOf(did)): Record<string, unknown> {
+  return {
+    "@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"],
+    id: did,
+    alsoKnownAs: [`at://${handle}`],
+    verificationMethod: [{
+      id: `${did}#atproto`,
+      type: "Multikey",
+      controller: did,
+      publicKeyMultibase: encodeMultikey(testAccountKey(did).publicKey),
+    }],
+    service: [{
+      id: "#atproto_pds",
+      type: "AtprotoPersonalDataServer",
+      serviceEndpoint: "http://127.0.0.1",
+    }],
+  };
+}
+
+/** The test accounts as a directory: every DID hosted, with its test key and handle. */
+export class TestAccountDirectory implements AccountDirectory {
+  readonly #cache = new Map<string, Promise<HostedAccount>>();
+  /** Handles that differ from {@link testHandleOf}, by DID. */
+  readonly handles = new Map<string, string>();
+
+  lookup(did: string): Promise<HostedAccount> {
+    let account = this.#cache.get(did);
+    if (account === undefined) {
+      account = accountFromDocument(did, testDidDocument(did, this.handles.get(did)));
+      this.#cache.set(did, account);
+    }
+    return account;
+  }
 }
 
 /** An `#info` frame. */
@@ -185,6 +284,9 @@ export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoS
   let closing = false;
   const server: TestServer = serveOnPort0((req) => {
     const url = new URL(req.url);
+    if (url.pathname === RESOLVE_DID_PATH) {
+      return Response.json({ didDoc: testDidDocument(url.searchParams.get("did") ?? "") });
+    }
     if (url.pathname !== SUBSCRIBE_REPOS_PATH || req.headers.get("upgrade") !== "websocket") {
       return new Response("not found", { status: 404 });
     }
@@ -272,7 +374,8 @@ export function openTestContext(
   const log = opts.log ?? createLogger("test", { level: "error", sink: () => {} });
   const now = opts.now ?? (() => new Date());
   const writer = new IndexWriter(db, { now, log });
-  return { config, db, writer, log, now, [Symbol.dispose]: () => db.close() };
+  const accounts = new TestAccountDirectory();
+  return { config, db, writer, log, now, accounts, [Symbol.dispose]: () => db.close() };
 }
 
 /** A clock pinned to one instant (identical rows whatever the arrival time). */
