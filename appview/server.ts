@@ -15,6 +15,7 @@ import type { AppviewContext } from "./context.ts";
 import { WalCheckpointer } from "./db/checkpointer.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
+import type { AccountDirectory } from "./ingest/account_directory.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
 import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/jetstream.ts";
 import { createLocalStreamConsumer, type LocalStreamOptions } from "./ingest/local_stream.ts";
@@ -72,6 +73,8 @@ export interface StartAppviewOptions {
   handleSyncIntervalMs?: number;
   /** Interval between background WAL checkpoints. Default `CHECKPOINT_INTERVAL_MS`. */
   checkpointIntervalMs?: number;
+  /** Where pushes are verified (`AppviewContext.accounts`). Default: the configured account host. */
+  accounts?: AccountDirectory;
 }
 
 /** A running index. */
@@ -97,7 +100,7 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   const db = openIndexDb(config.dbPath);
   const now = opts.now ?? (() => new Date());
   const writer = new IndexWriter(db, { now, log: log.child("writer") });
-  const ctx: AppviewContext = { config, db, writer, log, now };
+  const ctx: AppviewContext = { config, db, writer, log, now, accounts: opts.accounts };
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
   let localConsumer: StreamConsumer | null = null;

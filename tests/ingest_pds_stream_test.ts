@@ -9,6 +9,7 @@ import { loadAppviewConfig } from "../appview/config.ts";
 import { dumpTables } from "../appview/db/_testing.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../appview/db/state.ts";
 import { captureLogger, FIXED_NOW, openTestContext } from "../appview/ingest/_stream_testing.ts";
+import { AccountHostDirectory } from "../appview/ingest/account_directory.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
 import { startAppview } from "../appview/server.ts";
 import { signUp, startTestServer, xrpcPost } from "../pds/_test_helpers.ts";
@@ -108,15 +109,19 @@ Deno.test("an index fed by push and stream ends with the same rows as one fed by
     APPVIEW_INGEST_SECRET: SECRET,
     APPVIEW_CORS_ORIGINS: "http://localhost",
   });
+  // Pushes are verified against the account host, whose port is known only once it starts.
+  let accountHost: AccountHostDirectory | null = null;
   await using a = await startAppview({
     config,
     log: captureLogger().log,
     now: FIXED_NOW,
     components: { http: true, localConsumer: false, publicConsumer: false, handleSync: false },
+    accounts: { lookup: (did, opts) => accountHost!.lookup(did, opts) },
   });
   await using pds = await startTestServer({
     env: { APPVIEW_INTERNAL_URL: a.url!, APPVIEW_INGEST_SECRET: SECRET },
   });
+  accountHost = new AccountHostDirectory({ pdsUrl: pds.url });
   const streamUrl = `${pds.url.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`;
   await using aStream = createLocalStreamConsumer(a.ctx, { url: streamUrl, ...FAST });
   using b = openTestContext({ now: FIXED_NOW });
