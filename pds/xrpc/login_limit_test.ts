@@ -1,10 +1,10 @@
-// Failed-login limiting per (address, identifier) and per identifier (spec 4.1, 8; DESIGN.md
-// section 4 "Passwords"): behind a reverse proxy every client has one address, so one client's
-// wrong passwords must not lock other accounts out.
+// Failed-login throttling per (address, account), per account and per address (spec 4.1, 8;
+// DESIGN.md section 4 "Passwords"; issue 36 items 2 and 7): behind a reverse proxy every client
+// has one address, so one client's wrong passwords must not lock other accounts out; attempts
+// count when they arrive; an attacker gets a growing delay, the owner elsewhere gets in.
 
 import assert from "node:assert/strict";
 import { createTestApp, signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
-import { LoginLimiter } from "../accounts/login_limiter.ts";
 
 const PASSWORD = "correct horse battery";
 
@@ -69,75 +69,6 @@ Deno.test("fifty wrong passwords for one account spread over many addresses lock
   await ivan.body?.cancel();
 });
 
-Deno.test("LoginLimiter counts pairs and identifiers separately and forgets them after the window", () => {
-  const limiter = new LoginLimiter({ maxFailures: 2, maxFailuresPerIdentifier: 3, windowMs: 1000 });
-  limiter.recordFailure("a", "Zed.test", 0);
-  limiter.recordFailure("a", "zed.test ", 10);
-  assert.deepEqual(limiter.check("a", "ZED.TEST", 100), { retryAfter: 1, scope: "address" });
-  assert.equal(limiter.check("b", "zed.test", 100), null);
-  assert.equal(limiter.check("a", "other.test", 100), null);
-  limiter.recordFailure("b", "zed.test", 200);
-  assert.deepEqual(limiter.check("c", "zed.test", 200), { retryAfter: 1, scope: "identifier" });
-  assert.equal(limiter.retryAfterSeconds("c", "zed.test", 1000), 0);
-  assert.equal(limiter.check("a", "zed.test", 1000), null);
-});
-
-Deno.test("LoginLimiter full of live entries forgets the fewest failures first, not a locked account", () => {
-  const limiter = new LoginLimiter({
-    maxFailures: 3,
-    maxFailuresPerIdentifier: 5,
-    windowMs: 60_000,
-    maxEntries: 20,
-  });
-  for (let i = 0; i < 5; i++) limiter.recordFailure("attacker", "victim.test", i);
-  assert.deepEqual(limiter.check("attacker", "victim.test", 10), {
-    retryAfter: 60,
-    scope: "identifier",
-  });
-  // One failure at each of many other identifiers, all within the window: both maps overflow.
-  for (let i = 0; i < 200; i++) limiter.recordFailure("attacker", `spray${i}.test`, 100 + i);
-  assert.deepEqual(limiter.check("attacker", "victim.test", 400), {
-    retryAfter: 60,
-    scope: "identifier",
-  });
-  assert.deepEqual(limiter.check("elsewhere", "victim.test", 400), {
-    retryAfter: 60,
-    scope: "identifier",
-  });
-  // Among the one-failure entries the oldest are kept and the newest were forgotten.
-  limiter.recordFailure("attacker", "spray0.test", 500);
-  limiter.recordFailure("attacker", "spray0.test", 501);
-  assert.deepEqual(limiter.check("attacker", "spray0.test", 502), {
-    retryAfter: 60,
-    scope: "address",
-  });
-  limiter.recordFailure("attacker", "spray198.test", 600);
-  limiter.recordFailure("attacker", "spray198.test", 601);
-  assert.equal(limiter.check("attacker", "spray198.test", 602), null);
-});
-
-Deno.test("LoginLimiter: a spray brought level with a guessed account's count does not wipe it", () => {
-  const limiter = new LoginLimiter({
-    maxFailures: 100,
-    maxFailuresPerIdentifier: 4,
-    windowMs: 60_000,
-    maxEntries: 20,
-  });
-  // Three failures at the victim (one short of its lock) from many addresses.
-  for (let i = 0; i < 3; i++) limiter.recordFailure(`addr${i}`, "victim.test", i);
-  // Then three failures at each of many other identifiers: every live entry has three.
-  for (let i = 0; i < 100; i++) {
-    for (let k = 0; k < 3; k++) limiter.recordFailure("attacker", `spray${i}.test`, 10 + i);
-  }
-  // The victim's count survived: one more failure locks it.
-  assert.equal(limiter.check("addr9", "victim.test", 200), null);
-  limiter.recordFailure("addr9", "victim.test", 200);
-  assert.deepEqual(limiter.check("addr10", "victim.test", 201), {
-    retryAfter: 60,
-    scope: "identifier",
-  });
-});
-
 Deno.test("behind a trusted proxy (PDS_TRUST_PROXY) failures count per forwarded client address; otherwise the header is ignored", async () => {
   for (const trusted of [true, false]) {
     await using s = await startTestServer({ env: { PDS_TRUST_PROXY: String(trusted) } });
@@ -161,4 +92,142 @@ Deno.test("behind a trusted proxy (PDS_TRUST_PROXY) failures count per forwarded
     assert.equal(other.status, trusted ? 200 : 429, `trusted=${trusted}`);
     await other.body?.cancel();
   }
+});
+
+/** A clock that moves only when told to (exact `Retry-After` values). */
+function frozenClock(): { now: () => number; advance(seconds: number): void } {
+  let t = Date.UTC(2026, 10, 27, 12);
+  return { now: () => t, advance: (seconds) => void (t += seconds * 1000) };
+}
+
+/** A real server trusting `X-Forwarded-For`, so a test can log in from any address. */
+async function startProxiedServer(now: () => number) {
+  const s = await startTestServer({ env: { PDS_TRUST_PROXY: "true" }, now });
+  const login = async (address: string, identifier: string, password: string) => {
+    const res = await xrpcPost(s.url, "com.atproto.server.createSession", {
+      identifier,
+      password,
+    }, { "x-forwarded-for": address });
+    return {
+      status: res.status,
+      retryAfter: res.headers.get("retry-after"),
+      body: await res.json(),
+    };
+  };
+  return { s, login };
+}
+
+const refusedFrom = (scope: string, seconds: number) => ({
+  status: 429,
+  retryAfter: String(seconds),
+  body: {
+    error: "RateLimitExceeded",
+    message: `Too many failed logins ${scope}; retry in ${seconds} seconds`,
+  },
+});
+
+Deno.test("forty concurrent wrong passwords for one account: ten reach the password check, thirty are refused", async () => {
+  const clock = frozenClock();
+  await using s = await startTestServer({ now: clock.now });
+  await signUp(s.url, "olga.test");
+  const answers = await Promise.all(
+    Array.from({ length: 40 }, async (_, i) => {
+      const res = await xrpcPost(s.url, "com.atproto.server.createSession", {
+        identifier: "olga.test",
+        password: `guess ${i} guess`,
+      });
+      return {
+        status: res.status,
+        retryAfter: res.headers.get("retry-after"),
+        body: await res.json(),
+      };
+    }),
+  );
+  const checked = answers.filter((a) => a.status === 401);
+  const refused = answers.filter((a) => a.status !== 401);
+  assert.equal(checked.length, 10);
+  assert.deepEqual(refused, Array(30).fill(refusedFrom("from this address", 1)));
+});
+
+Deno.test("handle, DID and any case of the handle share one failed-login budget per account", async () => {
+  const clock = frozenClock();
+  const { s, login } = await startProxiedServer(clock.now);
+  await using _ = s;
+  const { did } = await signUp(s.url, "paul.test");
+  const forms = ["paul.test", "PAUL.Test", did];
+  // From one address: ten failures over three forms, then every form waits.
+  for (let i = 0; i < 10; i++) {
+    assert.equal((await login("198.51.100.7", forms[i % 3], `guess ${i} guess`)).status, 401);
+  }
+  for (const form of forms) {
+    assert.deepEqual(
+      await login("198.51.100.7", form, PASSWORD),
+      refusedFrom("from this address", 1),
+      form,
+    );
+  }
+  // From many addresses: fifty failures over three forms make the account wait, in every form.
+  for (let i = 10; i < 50; i++) {
+    assert.equal((await login(`10.1.${i}.1`, forms[i % 3], `guess ${i} guess`)).status, 401);
+  }
+  for (const form of forms) {
+    assert.deepEqual(
+      await login("10.9.9.9", form, PASSWORD),
+      refusedFrom("for this account", 1),
+      form,
+    );
+  }
+});
+
+Deno.test("fifty failures from many addresses make the owner wait a growing delay, not a quarter-hour", async () => {
+  const clock = frozenClock();
+  const { s, login } = await startProxiedServer(clock.now);
+  await using _ = s;
+  await signUp(s.url, "rita.test");
+  for (let i = 0; i < 50; i++) {
+    assert.equal((await login(`10.2.${i}.1`, "rita.test", `guess ${i} guess`)).status, 401);
+  }
+  assert.deepEqual(
+    await login("203.0.113.9", "rita.test", PASSWORD),
+    refusedFrom("for this account", 1),
+  );
+  clock.advance(1);
+  assert.equal((await login("10.2.99.1", "rita.test", "another guess")).status, 401);
+  assert.deepEqual(
+    await login("203.0.113.9", "rita.test", PASSWORD),
+    refusedFrom("for this account", 2),
+  );
+  clock.advance(2);
+  const owner = await login("203.0.113.9", "rita.test", PASSWORD);
+  assert.equal(owner.status, 200);
+  assert.equal(owner.body.handle, "rita.test");
+});
+
+Deno.test("an attacker hammering one account from one address (an IPv6 /64) gets a growing delay while the owner logs in from another", async () => {
+  const clock = frozenClock();
+  const { s, login } = await startProxiedServer(clock.now);
+  await using _ = s;
+  const { did } = await signUp(s.url, "sven.test");
+  const forms = ["sven.test", "SVEN.test", did];
+  // Any address of one /64 is one client; the attacker waits out each delay and tries again.
+  const waits: number[] = [];
+  for (let i = 0; i < 60; i++) {
+    const address = `2001:db8:aa:bb:${(i + 1).toString(16)}::1`;
+    const res = await login(address, forms[i % 3], `guess ${i} guess`);
+    if (res.status === 429) {
+      const seconds = Number(res.retryAfter);
+      assert.deepEqual(res, refusedFrom("from this address", seconds));
+      waits.push(seconds);
+      clock.advance(seconds);
+    } else {
+      assert.equal(res.status, 401);
+    }
+    if (i % 10 === 9) {
+      const owner = await login("203.0.113.20", forms[i % 3], PASSWORD);
+      assert.equal(owner.status, 200, `owner after attempt ${i}`);
+      assert.equal(owner.body.did, did);
+    }
+  }
+  // Ten free failures, then a delay that doubles from one second up to its cap.
+  assert.deepEqual(waits.slice(0, 12), [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900]);
 });

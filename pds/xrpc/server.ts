@@ -9,21 +9,21 @@
 import { type Context, Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { AccountError, createAccount, findAccount, getAccount } from "../accounts/accounts.ts";
-import { LoginLimiter } from "../accounts/login_limiter.ts";
+import { accountKey, isLoginRefusal, LoginThrottle } from "../accounts/login_throttle.ts";
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from "../accounts/password.ts";
 import { endSession, refreshSession, startSession } from "../accounts/sessions.ts";
 import { readBearerToken, requireAccess } from "../auth/access.ts";
 import { TokenError } from "../auth/tokens.ts";
+import { clientAddress, clientKey } from "./client_address.ts";
 import { XrpcError } from "./errors.ts";
 import { optionalString, readJsonBody } from "./json_body.ts";
 
+export { clientAddress } from "./client_address.ts";
+
 /** Options of {@link serverRoutes}. */
 export interface ServerRoutesOptions {
-  /**
-   * Failed-login limiter (default: per 15 minutes, 10 failures per address and identifier, 50
-   * per identifier).
-   */
-  loginLimiter?: LoginLimiter;
+  /** Failed-login throttle (default: `LOGIN_THROTTLE_DEFAULTS`). */
+  loginThrottle?: LoginThrottle;
 }
 
 /** The uniform login failure (unknown identifier and wrong password alike). */
@@ -32,7 +32,9 @@ export const LOGIN_FAILED_MESSAGE = "Invalid identifier or password";
 /** Routes of `com.atproto.server.*`. */
 export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): Hono<PdsEnv> {
   const app = new Hono<PdsEnv>();
-  const limiter = opts.loginLimiter ?? new LoginLimiter();
+  const throttle = opts.loginThrottle ?? new LoginThrottle();
+  // The key of per-address limits: an IPv6 /64 is one client.
+  const clientOf = (c: Context) => clientKey(clientAddress(c, ctx.config.trustProxy));
   const description = Object.freeze({
     did: ctx.config.serviceDid,
     availableUserDomains: ctx.config.handleDomains,
@@ -67,34 +69,43 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
   });
 
   app.post("/xrpc/com.atproto.server.createSession", async (c) => {
-    const address = clientAddress(c, ctx.config.trustProxy);
+    const client = clientOf(c);
     const body = await readJsonBody(c);
     const identifier = optionalString(body, "identifier") ?? "";
     const password = optionalString(body, "password") ?? "";
     if (identifier === "" || password === "") {
       throw new XrpcError(400, "InvalidRequest", "Members identifier and password are required");
     }
-    // Counted per (address, identifier) and per identifier: one client cannot lock others out.
-    const limited = limiter.check(address, identifier, ctx.now());
-    if (limited !== null) {
-      const who = limited.scope === "address" ? "from this address" : "for this account";
-      throw new XrpcError(
-        429,
-        "RateLimitExceeded",
-        `Too many failed logins ${who}; retry in ${limited.retryAfter} seconds`,
-        { "Retry-After": String(limited.retryAfter) },
-      );
-    }
     const account = password.length > MAX_PASSWORD_LENGTH
       ? null
       : await findAccount(ctx.kv, identifier);
-    const ok = account === null
-      ? (await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH)), false)
-      : await verifyPassword(password, account.passwordHash);
+    // Counted when it begins, per (client, account) and per account whatever names it: see
+    // login_throttle.ts.
+    const attempt = throttle.begin(client, accountKey(account?.did ?? null, identifier), ctx.now());
+    if (isLoginRefusal(attempt)) {
+      const who = attempt.scope === "address" ? "from this address" : "for this account";
+      throw new XrpcError(
+        429,
+        "RateLimitExceeded",
+        `Too many failed logins ${who}; retry in ${attempt.retryAfter} seconds`,
+        { "Retry-After": String(attempt.retryAfter) },
+      );
+    }
+    let ok: boolean;
+    try {
+      // An unknown identifier costs the same hash: response times do not tell which exist.
+      ok = account === null
+        ? (await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH)), false)
+        : await verifyPassword(password, account.passwordHash);
+    } catch (err) {
+      attempt.refund(); // never checked
+      throw err;
+    }
     if (!ok || account === null) {
-      limiter.recordFailure(address, identifier, ctx.now());
+      attempt.failed(ctx.now());
       throw new XrpcError(401, "AuthenticationRequired", LOGIN_FAILED_MESSAGE);
     }
+    attempt.refund();
     return c.json({ ...(await startSession(ctx, account)), active: true });
   });
 
@@ -129,21 +140,4 @@ async function tokenCall<T>(fn: () => Promise<T>): Promise<T> {
     if (err instanceof TokenError) throw new XrpcError(400, err.code, err.message);
     throw err;
   }
-}
-
-/** An IPv4 or IPv6 address as a proxy writes it (bounded: it becomes a map key). */
-const ADDRESS_RE = /^[0-9A-Fa-f:.]{2,45}$/;
-
-/**
- * The client's address: the connection's peer (Deno's serve info is Hono's `c.env`; "unknown"
- * in-process), or with `trustProxy` (`PDS_TRUST_PROXY`) the last `X-Forwarded-For` entry, the
- * one the reverse proxy in front appended (earlier entries are the client's to forge).
- */
-export function clientAddress(c: Context, trustProxy = false): string {
-  if (trustProxy) {
-    const last = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim() ?? "";
-    if (ADDRESS_RE.test(last)) return last.toLowerCase();
-  }
-  const info = c.env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
-  return info?.remoteAddr?.hostname ?? "unknown";
 }
