@@ -40,6 +40,21 @@ export interface PdsConfig {
   /** `PDS_EVENT_RETENTION_DAYS`: how long stored stream events are kept (default 30). */
   readonly eventRetentionDays: number;
   /**
+   * `PDS_STREAM_MAX_BUFFERED_BYTES`: unsent bytes one subscribeRepos socket may hold before the
+   * host waits for the consumer (65536).
+   */
+  readonly streamMaxBufferedBytes: number;
+  /**
+   * `PDS_STREAM_STALL_TIMEOUT_SECONDS`: a subscribeRepos connection whose socket accepts no byte
+   * for this long while it has bytes to send is closed (60).
+   */
+  readonly streamStallTimeoutSeconds: number;
+  /**
+   * `PDS_STREAM_RESERVED_CONNECTIONS`: subscribeRepos connections beyond the public cap kept for
+   * subscribers presenting `APPVIEW_INGEST_SECRET` (4).
+   */
+  readonly streamReservedConnections: number;
+  /**
    * `PDS_TRUST_PROXY` (default false): the client address is the last `X-Forwarded-For` entry
    * (the one a reverse proxy in front appends), not the connection's peer.
    */
@@ -73,6 +88,9 @@ export const PDS_ENV_VARS: readonly string[] = Object.freeze([
   "PDS_HANDLE_DOMAINS",
   "PDS_KV_PATH",
   "PDS_EVENT_RETENTION_DAYS",
+  "PDS_STREAM_MAX_BUFFERED_BYTES",
+  "PDS_STREAM_STALL_TIMEOUT_SECONDS",
+  "PDS_STREAM_RESERVED_CONNECTIONS",
   "PDS_TRUST_PROXY",
   "PDS_CORS_ORIGINS",
   "APPVIEW_PUBLIC_URL",
@@ -97,6 +115,9 @@ const DEFAULTS = {
   PDS_PUBLIC_URL: "http://localhost:2583",
   PDS_HANDLE_DOMAINS: ".test",
   APPVIEW_PUBLIC_URL: "http://localhost:3000",
+  PDS_STREAM_MAX_BUFFERED_BYTES: "65536",
+  PDS_STREAM_STALL_TIMEOUT_SECONDS: "60",
+  PDS_STREAM_RESERVED_CONNECTIONS: "4",
   PDS_EVENT_RETENTION_DAYS: "30",
 } as const;
 
@@ -146,6 +167,24 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
       ? appviewPublicUrl.origin
       : parseUrl("APPVIEW_INTERNAL_URL", internal).origin,
     ingestSecret: get("APPVIEW_INGEST_SECRET") ?? null,
+    streamMaxBufferedBytes: parseIntIn(
+      "PDS_STREAM_MAX_BUFFERED_BYTES",
+      get("PDS_STREAM_MAX_BUFFERED_BYTES") ?? DEFAULTS.PDS_STREAM_MAX_BUFFERED_BYTES,
+      1024,
+      64 * 1024 * 1024,
+    ),
+    streamStallTimeoutSeconds: parseIntIn(
+      "PDS_STREAM_STALL_TIMEOUT_SECONDS",
+      get("PDS_STREAM_STALL_TIMEOUT_SECONDS") ?? DEFAULTS.PDS_STREAM_STALL_TIMEOUT_SECONDS,
+      1,
+      86_400,
+    ),
+    streamReservedConnections: parseIntIn(
+      "PDS_STREAM_RESERVED_CONNECTIONS",
+      get("PDS_STREAM_RESERVED_CONNECTIONS") ?? DEFAULTS.PDS_STREAM_RESERVED_CONNECTIONS,
+      0,
+      100,
+    ),
     eventRetentionDays: parseIntIn(
       "PDS_EVENT_RETENTION_DAYS",
       get("PDS_EVENT_RETENTION_DAYS") ?? DEFAULTS.PDS_EVENT_RETENTION_DAYS,

@@ -20,6 +20,9 @@ Deno.test("loadPdsConfig applies the documented defaults and derives both servic
     appviewInternalUrl: "http://localhost:3000",
     ingestSecret: null,
     eventRetentionDays: 30,
+    streamMaxBufferedBytes: 65536,
+    streamStallTimeoutSeconds: 60,
+    streamReservedConnections: 4,
     trustProxy: false,
     corsOrigins: null,
     logLevel: "info",
@@ -120,4 +123,23 @@ Deno.test("PDS_CORS_ORIGINS lists origins as browsers send them: a trailing slas
   assert.ok(Object.isFrozen(origins("https://app.example")));
   // Blank is unset: every origin (with the startup warning).
   assert.equal(origins("  "), null);
+});
+
+Deno.test("loadPdsConfig reads the subscribeRepos bounds and refuses bad ones naming the variable", () => {
+  const config = loadPdsConfig({
+    PDS_STREAM_MAX_BUFFERED_BYTES: "131072",
+    PDS_STREAM_STALL_TIMEOUT_SECONDS: "5",
+    PDS_STREAM_RESERVED_CONNECTIONS: "0",
+  });
+  assert.equal(config.streamMaxBufferedBytes, 131072);
+  assert.equal(config.streamStallTimeoutSeconds, 5);
+  assert.equal(config.streamReservedConnections, 0);
+  assert.throws(() => loadPdsConfig({ PDS_STREAM_STALL_TIMEOUT_SECONDS: "0" }), {
+    name: "ConfigError",
+    message: 'PDS_STREAM_STALL_TIMEOUT_SECONDS must be between 1 and 86400, got "0"',
+  });
+  assert.throws(() => loadPdsConfig({ PDS_STREAM_MAX_BUFFERED_BYTES: "1k" }), {
+    name: "ConfigError",
+    message: 'PDS_STREAM_MAX_BUFFERED_BYTES must be an integer, got "1k"',
+  });
 });
