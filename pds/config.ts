@@ -64,6 +64,14 @@ export interface PdsConfig {
    * they send in `Origin`; null when unset (every origin, with a startup warning).
    */
   readonly corsOrigins: readonly string[] | null;
+  /** `PDS_SIGNUPS_PER_HOUR`: createAccount calls allowed per client address an hour (100). */
+  readonly signupsPerHour: number;
+  /** `PDS_LOGINS_PER_HOUR`: createSession calls allowed per client address an hour (300). */
+  readonly loginsPerHour: number;
+  /** `PDS_PASSWORD_HASH_CONCURRENCY`: password hashes computed at once (2). */
+  readonly passwordHashConcurrency: number;
+  /** `PDS_PASSWORD_HASH_QUEUE`: password hashes waiting for a place; more get 503 (32). */
+  readonly passwordHashQueue: number;
   /** `LOG_LEVEL` (default `info`). */
   readonly logLevel: LogLevel;
 }
@@ -93,6 +101,10 @@ export const PDS_ENV_VARS: readonly string[] = Object.freeze([
   "PDS_STREAM_RESERVED_CONNECTIONS",
   "PDS_TRUST_PROXY",
   "PDS_CORS_ORIGINS",
+  "PDS_SIGNUPS_PER_HOUR",
+  "PDS_LOGINS_PER_HOUR",
+  "PDS_PASSWORD_HASH_CONCURRENCY",
+  "PDS_PASSWORD_HASH_QUEUE",
   "APPVIEW_PUBLIC_URL",
   "APPVIEW_INTERNAL_URL",
   "APPVIEW_INGEST_SECRET",
@@ -119,6 +131,10 @@ const DEFAULTS = {
   PDS_STREAM_STALL_TIMEOUT_SECONDS: "60",
   PDS_STREAM_RESERVED_CONNECTIONS: "4",
   PDS_EVENT_RETENTION_DAYS: "30",
+  PDS_SIGNUPS_PER_HOUR: "100",
+  PDS_LOGINS_PER_HOUR: "300",
+  PDS_PASSWORD_HASH_CONCURRENCY: "2",
+  PDS_PASSWORD_HASH_QUEUE: "32",
 } as const;
 
 const HANDLE_DOMAIN_RE = /^(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/;
@@ -190,6 +206,30 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
       get("PDS_EVENT_RETENTION_DAYS") ?? DEFAULTS.PDS_EVENT_RETENTION_DAYS,
       1,
       3650,
+    ),
+    signupsPerHour: parseIntIn(
+      "PDS_SIGNUPS_PER_HOUR",
+      get("PDS_SIGNUPS_PER_HOUR") ?? DEFAULTS.PDS_SIGNUPS_PER_HOUR,
+      1,
+      1_000_000,
+    ),
+    loginsPerHour: parseIntIn(
+      "PDS_LOGINS_PER_HOUR",
+      get("PDS_LOGINS_PER_HOUR") ?? DEFAULTS.PDS_LOGINS_PER_HOUR,
+      1,
+      1_000_000,
+    ),
+    passwordHashConcurrency: parseIntIn(
+      "PDS_PASSWORD_HASH_CONCURRENCY",
+      get("PDS_PASSWORD_HASH_CONCURRENCY") ?? DEFAULTS.PDS_PASSWORD_HASH_CONCURRENCY,
+      1,
+      64,
+    ),
+    passwordHashQueue: parseIntIn(
+      "PDS_PASSWORD_HASH_QUEUE",
+      get("PDS_PASSWORD_HASH_QUEUE") ?? DEFAULTS.PDS_PASSWORD_HASH_QUEUE,
+      0,
+      10_000,
     ),
     logLevel,
   });

@@ -25,6 +25,10 @@ Deno.test("loadPdsConfig applies the documented defaults and derives both servic
     streamReservedConnections: 4,
     trustProxy: false,
     corsOrigins: null,
+    signupsPerHour: 100,
+    loginsPerHour: 300,
+    passwordHashConcurrency: 2,
+    passwordHashQueue: 32,
     logLevel: "info",
   });
   assert.ok(Object.isFrozen(config));
@@ -47,6 +51,10 @@ Deno.test("loadPdsConfig reads every variable", () => {
     PDS_EVENT_RETENTION_DAYS: "30",
     PDS_TRUST_PROXY: "true",
     PDS_CORS_ORIGINS: "https://app.example",
+    PDS_SIGNUPS_PER_HOUR: "5",
+    PDS_LOGINS_PER_HOUR: "60",
+    PDS_PASSWORD_HASH_CONCURRENCY: "4",
+    PDS_PASSWORD_HASH_QUEUE: "0",
     LOG_LEVEL: "debug",
   });
   assert.equal(config.dataDir, "/var/lib/social");
@@ -64,6 +72,10 @@ Deno.test("loadPdsConfig reads every variable", () => {
   assert.equal(config.eventRetentionDays, 30);
   assert.equal(config.trustProxy, true);
   assert.deepEqual(config.corsOrigins, ["https://app.example"]);
+  assert.equal(config.signupsPerHour, 5);
+  assert.equal(config.loginsPerHour, 60);
+  assert.equal(config.passwordHashConcurrency, 4);
+  assert.equal(config.passwordHashQueue, 0);
   assert.equal(config.logLevel, "debug");
   assert.equal(loadPdsConfig({ DATA_DIR: "/d/" }).kvPath, "/d/pds.kv");
 });
@@ -94,6 +106,16 @@ Deno.test("loadPdsConfig fails on bad values, naming the variable and the value"
     [
       { PDS_EVENT_RETENTION_DAYS: "0" },
       'PDS_EVENT_RETENTION_DAYS must be between 1 and 3650, got "0"',
+    ],
+    [{ PDS_SIGNUPS_PER_HOUR: "0" }, 'PDS_SIGNUPS_PER_HOUR must be between 1 and 1000000, got "0"'],
+    [{ PDS_LOGINS_PER_HOUR: "many" }, 'PDS_LOGINS_PER_HOUR must be an integer, got "many"'],
+    [
+      { PDS_PASSWORD_HASH_CONCURRENCY: "0" },
+      'PDS_PASSWORD_HASH_CONCURRENCY must be between 1 and 64, got "0"',
+    ],
+    [
+      { PDS_PASSWORD_HASH_QUEUE: "-1" },
+      'PDS_PASSWORD_HASH_QUEUE must be an integer, got "-1"',
     ],
     [
       { PDS_CORS_ORIGINS: "app.example/path" },

@@ -68,20 +68,37 @@ export interface CreateAccountInput {
   inviteCode?: string;
 }
 
+/** Options of {@link createAccount}. */
+export interface CreateAccountOptions {
+  /** Hashes the password (default `hashPassword`; the server passes its bounded one). */
+  hashPassword?: (password: string) => Promise<string>;
+}
+
 /**
- * Creates an account. When invites are required, the redemption (conditional on the code
- * existing, not disabled and `usedCount < maxUses`), the account, the handle index, the signing
- * key and the redemption log are one atomic operation; on a failed check everything is re-read
- * and retried, so a lost race either wins later or fails with nothing consumed.
+ * Creates an account. When invites are required, the code is first read and an unusable one
+ * refused before any costly work (key, signature, password hash); then the redemption
+ * (conditional on the code existing, not disabled and `usedCount < maxUses`), the account, the
+ * handle index, the signing key and the redemption log are one atomic operation, which alone
+ * decides; on a failed check everything is re-read and retried, so a lost race either wins later
+ * or fails with nothing consumed.
  *
  * @throws {AccountError}
  */
-export async function createAccount(ctx: PdsContext, input: CreateAccountInput): Promise<Account> {
+export async function createAccount(
+  ctx: PdsContext,
+  input: CreateAccountInput,
+  opts: CreateAccountOptions = {},
+): Promise<Account> {
   const handle = checkHandle(ctx, input.handle);
   checkPassword(input.password);
   const code = input.inviteCode ?? "";
-  // Empty and oversized codes (too long for a KV key) fail exactly like unknown ones.
-  if (ctx.config.inviteRequired && (code === "" || code.length > MAX_INVITE_CODE_LENGTH)) {
+  // Empty and oversized codes (too long for a KV key) fail exactly like unknown ones. A code
+  // that cannot be redeemed now fails before the work below: a guess at a code costs one read.
+  if (
+    ctx.config.inviteRequired &&
+    (code === "" || code.length > MAX_INVITE_CODE_LENGTH ||
+      !isInviteAvailable((await ctx.kv.get<InviteCode>(inviteKey(code))).value))
+  ) {
     throw new AccountError("InvalidInviteCode", INVALID_INVITE_MESSAGE);
   }
 
@@ -96,7 +113,7 @@ export async function createAccount(ctx: PdsContext, input: CreateAccountInput):
   const account: Account = {
     did,
     handle,
-    passwordHash: await hashPassword(input.password),
+    passwordHash: await (opts.hashPassword ?? hashPassword)(input.password),
     createdAt,
   };
 

@@ -10,20 +10,24 @@ import { type Context, Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { AccountError, createAccount, findAccount, getAccount } from "../accounts/accounts.ts";
 import { accountKey, isLoginRefusal, LoginThrottle } from "../accounts/login_throttle.ts";
-import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from "../accounts/password.ts";
+import { GateFullError, PasswordGate } from "../accounts/password_gate.ts";
+import { MAX_PASSWORD_LENGTH } from "../accounts/password.ts";
 import { endSession, refreshSession, startSession } from "../accounts/sessions.ts";
 import { readBearerToken, requireAccess } from "../auth/access.ts";
 import { TokenError } from "../auth/tokens.ts";
+import { RateLimiter } from "../rate_limiter.ts";
 import { clientAddress, clientKey } from "./client_address.ts";
 import { XrpcError } from "./errors.ts";
 import { optionalString, readJsonBody } from "./json_body.ts";
 
 export { clientAddress } from "./client_address.ts";
 
-/** Options of {@link serverRoutes}. */
+/** Options of {@link serverRoutes}; the defaults come from the configuration. */
 export interface ServerRoutesOptions {
   /** Failed-login throttle (default: `LOGIN_THROTTLE_DEFAULTS`). */
   loginThrottle?: LoginThrottle;
+  /** Bound on password hashing (default: `PDS_PASSWORD_HASH_CONCURRENCY` and `_QUEUE`). */
+  passwordGate?: PasswordGate;
 }
 
 /** The uniform login failure (unknown identifier and wrong password alike). */
@@ -33,6 +37,12 @@ export const LOGIN_FAILED_MESSAGE = "Invalid identifier or password";
 export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): Hono<PdsEnv> {
   const app = new Hono<PdsEnv>();
   const throttle = opts.loginThrottle ?? new LoginThrottle();
+  const passwords = opts.passwordGate ?? new PasswordGate({
+    running: ctx.config.passwordHashConcurrency,
+    waiting: ctx.config.passwordHashQueue,
+  });
+  const signups = new RateLimiter({ perHour: ctx.config.signupsPerHour });
+  const logins = new RateLimiter({ perHour: ctx.config.loginsPerHour });
   // The key of per-address limits: an IPv6 /64 is one client.
   const clientOf = (c: Context) => clientKey(clientAddress(c, ctx.config.trustProxy));
   const description = Object.freeze({
@@ -47,6 +57,7 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
   app.get("/xrpc/com.atproto.server.describeServer", (c) => c.json(description));
 
   app.post("/xrpc/com.atproto.server.createAccount", async (c) => {
+    limitRate(signups, clientOf(c), ctx.now(), "sign-ups");
     const body = await readJsonBody(c);
     const input = {
       handle: optionalString(body, "handle") ?? "",
@@ -55,10 +66,10 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
     };
     let account;
     try {
-      account = await createAccount(ctx, input);
+      account = await createAccount(ctx, input, { hashPassword: (p) => passwords.hash(p) });
     } catch (err) {
       if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
-      throw err;
+      throw busyOr(err);
     }
     try {
       await ctx.hooks.onAccountCreated?.(account.did, account.handle);
@@ -70,6 +81,7 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
 
   app.post("/xrpc/com.atproto.server.createSession", async (c) => {
     const client = clientOf(c);
+    limitRate(logins, client, ctx.now(), "logins");
     const body = await readJsonBody(c);
     const identifier = optionalString(body, "identifier") ?? "";
     const password = optionalString(body, "password") ?? "";
@@ -95,11 +107,11 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
     try {
       // An unknown identifier costs the same hash: response times do not tell which exist.
       ok = account === null
-        ? (await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH)), false)
-        : await verifyPassword(password, account.passwordHash);
+        ? (await passwords.burn(password.slice(0, MAX_PASSWORD_LENGTH)), false)
+        : await passwords.verify(password, account.passwordHash);
     } catch (err) {
       attempt.refund(); // never checked
-      throw err;
+      throw busyOr(err);
     }
     if (!ok || account === null) {
       attempt.failed(ctx.now());
@@ -140,4 +152,34 @@ async function tokenCall<T>(fn: () => Promise<T>): Promise<T> {
     if (err instanceof TokenError) throw new XrpcError(400, err.code, err.message);
     throw err;
   }
+}
+
+/**
+ * Counts one request of `client` against `limiter`.
+ *
+ * @throws {XrpcError} 429 `RateLimitExceeded` with `Retry-After` when the client is over its rate
+ */
+function limitRate(limiter: RateLimiter, client: string, nowMs: number, what: string): void {
+  const retryAfter = limiter.take(client, nowMs);
+  if (retryAfter === 0) return;
+  throw new XrpcError(
+    429,
+    "RateLimitExceeded",
+    `Too many ${what} from this address; retry in ${retryAfter} seconds`,
+    { "Retry-After": String(retryAfter) },
+  );
+}
+
+/**
+ * A full password gate as 503 with `Retry-After` (the host is busy, whoever asks: not the
+ * client's own rate, which is 429); anything else as it is.
+ */
+function busyOr(err: unknown): unknown {
+  if (!(err instanceof GateFullError)) return err;
+  return new XrpcError(
+    503,
+    "NotEnoughResources",
+    "Too many password checks at once; retry in 1 second",
+    { "Retry-After": "1" },
+  );
 }

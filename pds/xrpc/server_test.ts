@@ -109,7 +109,9 @@ Deno.test("createAccount rejects bad handles, foreign domains, taken handles and
 });
 
 Deno.test("50 concurrent createAccount requests racing for the last use of a code: exactly one wins (spec 4.1 rule 5)", async () => {
-  await using s = await startTestServer({ env: INVITES_ON });
+  // All 50 pass the invite pre-check at once; room for all of them to wait for a password hash,
+  // so that the redemption, not the hashing bound (503), decides.
+  await using s = await startTestServer({ env: { ...INVITES_ON, PDS_PASSWORD_HASH_QUEUE: "64" } });
   const [invite] = await createInviteCodes(s.ctx.kv, { count: 1, uses: 1 });
   const results = await Promise.all(
     Array.from({ length: 50 }, (_, i) =>
