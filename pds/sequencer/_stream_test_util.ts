@@ -56,11 +56,16 @@ export class StreamClient {
     };
   }
 
-  /** Connects and waits until the socket is open. */
-  static async connect(baseUrl: string, cursor?: number): Promise<StreamClient> {
+  /** Connects (with the upgrade request's extra `headers`) and waits until the socket is open. */
+  static async connect(
+    baseUrl: string,
+    cursor?: number,
+    headers?: Record<string, string>,
+  ): Promise<StreamClient> {
     let opened!: () => void;
     const open = new Promise<void>((resolve) => opened = resolve);
-    const client = new StreamClient(new WebSocket(subscribeUrl(baseUrl, cursor)), opened);
+    const socket = new WebSocket(subscribeUrl(baseUrl, cursor), headers ? { headers } : undefined);
+    const client = new StreamClient(socket, opened);
     await Promise.race([open, client.#closed]);
     return client;
   }

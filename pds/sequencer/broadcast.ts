@@ -15,6 +15,7 @@
 
 import type { Logger } from "../../shared/log.ts";
 import { commitFrame, readEventBodies, readHeadSeq } from "./event_log.ts";
+import type { FrameCache } from "./frame_cache.ts";
 import { type SequencedCommit, sequencerFor } from "./sequencer.ts";
 
 /** Receives live frames in seq order. Must not throw and must not block. */
@@ -27,6 +28,8 @@ export interface BroadcasterOptions {
   log: Logger;
   /** Interval of the seq head poll that finds other processes' commits (default 25 ms). */
   pollMs?: number;
+  /** Where each built frame is also put, for stored replay to share. */
+  frames?: FrameCache;
 }
 
 const DEFAULT_POLL_MS = 25;
@@ -37,6 +40,7 @@ export class Broadcaster {
   readonly #kv: Deno.Kv;
   readonly #log: Logger;
   readonly #pollMs: number;
+  readonly #frames: FrameCache | null;
   readonly #subscribers = new Set<LiveSubscriber>();
   /** In-process events not yet broadcast (ahead of a seq another process wrote). */
   readonly #pending = new Map<number, Uint8Array>();
@@ -56,6 +60,7 @@ export class Broadcaster {
     this.#kv = kv;
     this.#log = opts.log;
     this.#pollMs = opts.pollMs ?? DEFAULT_POLL_MS;
+    this.#frames = opts.frames ?? null;
   }
 
   /** Starts listening: in-process commits first, then the current head, then the poll. */
@@ -181,6 +186,7 @@ export class Broadcaster {
     if (this.#subscribers.size === 0) return; // nobody listening: no frame to build
     const frame = commitFrame(body);
     this.#framesEncoded++;
+    this.#frames?.put(seq, frame);
     for (const subscriber of this.#subscribers) {
       try {
         subscriber.onFrame(seq, frame);

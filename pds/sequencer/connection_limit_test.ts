@@ -9,7 +9,10 @@ import { streamServicesFor } from "./services.ts";
 import { StreamClient } from "./_stream_test_util.ts";
 
 /** Sends a WebSocket upgrade request over raw TCP; returns the status and the JSON body. */
-async function upgradeAttempt(baseUrl: string): Promise<{ status: number; body: unknown }> {
+async function upgradeAttempt(
+  baseUrl: string,
+  extraHeaders: string[] = [],
+): Promise<{ status: number; body: unknown }> {
   const { hostname, port } = new URL(baseUrl);
   using conn = await Deno.connect({ hostname, port: Number(port) });
   const request = [
@@ -19,6 +22,7 @@ async function upgradeAttempt(baseUrl: string): Promise<{ status: number; body: 
     "Connection: Upgrade",
     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
     "Sec-WebSocket-Version: 13",
+    ...extraHeaders,
     "",
     "",
   ].join("\r\n");
@@ -90,4 +94,73 @@ Deno.test("subscribeRepos refuses one address past its cap with 429 while others
   assert.equal(c.closeCode, null);
   await Promise.all([a.close(), c.close()]);
   await waitFor(() => hub.connectionCount === 0);
+});
+
+const SECRET = "stream-ingest-secret-0123456789";
+const FULL = {
+  status: 503,
+  body: {
+    error: "ConsumerLimitReached",
+    message: "Too many subscribeRepos connections: the limit is 2",
+  },
+};
+
+Deno.test("a subscriber presenting the ingest secret gets a reserved slot when the public ones are full; without it or with a wrong one, 503", async () => {
+  await using s = await startTestServer({ env: { APPVIEW_INGEST_SECRET: SECRET } });
+  const hub = streamServicesFor(s.ctx)!.hub;
+  hub.setLimits({ maxConnections: 2, reservedConnections: 1, maxConnectionsPerAddress: 10 });
+  const publicOnes = [await StreamClient.connect(s.url), await StreamClient.connect(s.url)];
+  assert.equal(hub.connectionCount, 2);
+  assert.deepEqual(await upgradeAttempt(s.url), FULL);
+  assert.deepEqual(await upgradeAttempt(s.url, [`Authorization: Bearer ${SECRET}x`]), FULL);
+  assert.deepEqual(await upgradeAttempt(s.url, [`Authorization: Bearer ${SECRET.slice(1)}`]), FULL);
+  assert.equal(hub.connectionCount, 2);
+
+  const index = await StreamClient.connect(s.url, undefined, {
+    authorization: `Bearer ${SECRET}`,
+  });
+  assert.equal(index.closeCode, null);
+  assert.equal(hub.connectionCount, 3);
+  // The reserved slot is taken: a second one with the secret is refused as well.
+  assert.deepEqual(await upgradeAttempt(s.url, [`Authorization: Bearer ${SECRET}`]), {
+    status: 503,
+    body: {
+      error: "ConsumerLimitReached",
+      message: "Too many subscribeRepos connections: the limit is 2",
+    },
+  });
+  await Promise.all([...publicOnes, index].map((c) => c.close()));
+  await waitFor(() => hub.connectionCount === 0);
+});
+
+Deno.test("subscribeRepos reserves no slot when no ingest secret is configured", async () => {
+  await using s = await startTestServer();
+  const hub = streamServicesFor(s.ctx)!.hub;
+  hub.setLimits({ maxConnections: 1, reservedConnections: 1, maxConnectionsPerAddress: 10 });
+  const a = await StreamClient.connect(s.url);
+  assert.deepEqual(await upgradeAttempt(s.url, ["Authorization: Bearer anything"]), {
+    status: 503,
+    body: {
+      error: "ConsumerLimitReached",
+      message: "Too many subscribeRepos connections: the limit is 1",
+    },
+  });
+  await a.close();
+});
+
+Deno.test("subscribeRepos refuses a /64 past the per-address cap whichever of its addresses asks", async () => {
+  await using s = await startTestServer({ env: { PDS_TRUST_PROXY: "true" } });
+  const hub = streamServicesFor(s.ctx)!.hub;
+  hub.setLimits({ maxConnections: 10, maxConnectionsPerAddress: 1 });
+  const a = await StreamClient.connect(s.url, undefined, { "x-forwarded-for": "2001:db8:1:2::1" });
+  assert.equal(a.closeCode, null);
+  assert.deepEqual(await upgradeAttempt(s.url, ["X-Forwarded-For: 2001:db8:1:2:ffff::9"]), {
+    status: 429,
+    body: {
+      error: "RateLimitExceeded",
+      message: "Too many subscribeRepos connections from address 2001:db8:1:2::/64: the limit is 1",
+    },
+  });
+  assert.equal(hub.admission("2001:db8:1:3::1"), null);
+  await a.close();
 });

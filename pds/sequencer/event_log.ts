@@ -49,26 +49,53 @@ export async function readEventBodies(
   after: number,
   limit: number,
 ): Promise<EventBody[]> {
+  return (await readEventBatch(kv, after, { limit })).events;
+}
+
+/** Stored events after a seq, and whether they run to the end of the log. */
+export interface EventBatch {
+  events: EventBody[];
+  /** True when no event after the last one was stored when it was read. */
+  end: boolean;
+}
+
+/**
+ * Reads the stored events with seq greater than `after`, in seq order: at most `limit` of them,
+ * and no more once their bodies reach `maxBytes` (at least one event when any is stored).
+ */
+export async function readEventBatch(
+  kv: Deno.Kv,
+  after: number,
+  opts: { limit: number; maxBytes?: number },
+): Promise<EventBatch> {
+  const maxBytes = opts.maxBytes ?? Infinity;
   const out: EventBody[] = [];
+  let bytes = 0;
   let seq = -1;
   let parts: Uint8Array[] = [];
   const flush = () => {
-    if (seq >= 0) out.push({ seq, body: concatBytes(parts) });
+    if (seq < 0) return;
+    const body = concatBytes(parts);
+    bytes += body.length;
+    out.push({ seq, body });
   };
   const iter = kv.list<Uint8Array>({
     start: seqEventChunkKey(after + 1, 0),
     end: [...seqEventPrefix(), Number.MAX_SAFE_INTEGER],
-  }, { batchSize: Math.min(500, limit + 1) });
+  }, {
+    // A byte-bounded read fetches few entries at a time: each may be a large chunk.
+    batchSize: Math.min(500, opts.limit + 1, Number.isFinite(maxBytes) ? 32 : 500),
+  });
   for await (const entry of iter) {
     const entrySeq = entry.key[1] as number;
     if (entrySeq !== seq) {
       flush();
-      if (out.length >= limit) return out;
+      if (out.length >= opts.limit || bytes >= maxBytes) return { events: out, end: false };
       seq = entrySeq;
       parts = [];
     }
     parts.push(entry.value);
   }
   flush();
-  return out;
+  return { events: out, end: true };
 }

@@ -9,6 +9,7 @@
 
 import type { PdsContext } from "../context.ts";
 import { Broadcaster } from "./broadcast.ts";
+import { FrameCache } from "./frame_cache.ts";
 import { PushService } from "./push.ts";
 import { RetentionWorker } from "./retention.ts";
 import { StreamHub, type StreamLimits } from "./stream.ts";
@@ -26,7 +27,7 @@ export interface StreamServices {
 
 /** Options of {@link startStreamServices}. */
 export interface StreamServicesOptions {
-  /** Per-connection bounds (defaults: `DEFAULT_STREAM_LIMITS`). */
+  /** Per-connection bounds (defaults: the configuration's, then `DEFAULT_STREAM_LIMITS`). */
   limits?: Partial<StreamLimits>;
   /** Interval of the cross-process seq head poll (default 25 ms). */
   pollMs?: number;
@@ -49,8 +50,15 @@ export async function startStreamServices(
   const existing = running.get(ctx);
   if (existing) return existing;
   const log = ctx.log.child("stream");
-  const broadcaster = new Broadcaster(ctx.kv, { log, pollMs: opts.pollMs });
-  const hub = new StreamHub({ kv: ctx.kv, broadcaster, log, limits: opts.limits });
+  const frames = new FrameCache(ctx.kv);
+  const broadcaster = new Broadcaster(ctx.kv, { log, pollMs: opts.pollMs, frames });
+  const limits: Partial<StreamLimits> = {
+    maxBufferedBytes: ctx.config.streamMaxBufferedBytes,
+    stallTimeoutMs: ctx.config.streamStallTimeoutSeconds * 1000,
+    reservedConnections: ctx.config.streamReservedConnections,
+    ...opts.limits,
+  };
+  const hub = new StreamHub({ kv: ctx.kv, broadcaster, log, limits, frames });
   const push = ctx.config.appviewInternalUrl === null ? null : new PushService({
     kv: ctx.kv,
     log: ctx.log.child("push"),

@@ -7,11 +7,17 @@
  * cursor beyond the head gets the error frame `FutureCursor` and the socket is closed; a cursor
  * older than the oldest kept event gets `#info OutdatedCursor`, then the replay from the oldest.
  *
- * Slow consumers: live frames go straight to the socket while its unsent bytes
- * (`bufferedAmount`) stay under `maxBufferedBytes`; beyond that they wait in a per-connection
- * queue of at most `maxQueuedFrames`. When that overflows, the queue is dropped, the consumer
- * gets `#info OutdatedCursor` and is served from the stored events at its own pace until it has
- * caught up with the broadcast, then live again. Nobody is disconnected for being slow.
+ * Slow consumers: a frame goes to the socket only while its unsent bytes (`bufferedAmount`) stay
+ * within `maxBufferedBytes` (checked before each frame, live or replayed); live frames beyond
+ * that wait in a per-connection queue of at most `maxQueuedFrames` and `maxQueuedBytes`. When that
+ * overflows, the queue is dropped, the consumer gets `#info OutdatedCursor` and is served from the
+ * stored events at its own pace until it has caught up with the broadcast, then live again.
+ * Replay reads no more than the socket has room for, and takes its frames from the process's
+ * {@link FrameCache}, so subscribers replaying the same events share one copy of each frame.
+ * What one connection holds is thus bounded in bytes: `maxBufferedBytes + maxQueuedBytes` (or one
+ * frame, when a single frame is larger). Nobody is disconnected for being slow; a connection whose
+ * socket has accepted no byte for `stallTimeoutMs` while it had bytes to send is closed: that
+ * consumer reads nothing (or is gone) and would hold its bytes forever.
  *
  * @module
  */
@@ -19,29 +25,51 @@
 import { encodeFrame } from "../../shared/frame.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Broadcaster, LiveSubscriber } from "./broadcast.ts";
-import { commitFrame, readEventBodies, readHeadSeq, readOldestSeq } from "./event_log.ts";
+import { readHeadSeq, readOldestSeq } from "./event_log.ts";
+import { FrameCache } from "./frame_cache.ts";
 
 /** Per-connection bounds of the live path. */
 export interface StreamLimits {
-  /** Unsent socket bytes above which live frames are queued instead of sent (default 4 MiB). */
+  /**
+   * Unsent socket bytes a frame may bring the socket to; beyond, live frames are queued and
+   * replay waits (default 256 KiB). A larger frame goes alone to an empty socket.
+   */
   maxBufferedBytes: number;
   /** Queued live frames beyond which a consumer is switched to stored replay (default 500). */
   maxQueuedFrames: number;
+  /** Queued live bytes beyond which a consumer is switched to stored replay (default 1 MiB). */
+  maxQueuedBytes: number;
+  /**
+   * Milliseconds a socket with unsent bytes may accept none before the connection is closed
+   * (default 60 s): a consumer that reads slowly is served, one that reads nothing is dead.
+   */
+  stallTimeoutMs: number;
   /** Events read per stored-replay batch (default 200). */
   replayBatch: number;
   /** Open connections beyond which new ones are refused (default 2,000). */
   maxConnections: number;
-  /** Open connections per client address beyond which its new ones are refused (default 100). */
+  /**
+   * Open connections per client beyond which its new ones are refused (default 100); the
+   * caller names the client (an IPv6 client by its /64).
+   */
   maxConnectionsPerAddress: number;
+  /**
+   * Connections beyond `maxConnections` kept for subscribers presenting the ingest secret (the
+   * index's consumer), so that no client can lock it out by filling the public ones (default 4).
+   */
+  reservedConnections: number;
 }
 
 /** Default {@link StreamLimits}. */
 export const DEFAULT_STREAM_LIMITS: Readonly<StreamLimits> = Object.freeze({
-  maxBufferedBytes: 4 * 1024 * 1024,
+  maxBufferedBytes: 64 * 1024,
   maxQueuedFrames: 500,
+  maxQueuedBytes: 1024 * 1024,
+  stallTimeoutMs: 60_000,
   replayBatch: 200,
   maxConnections: 2000,
   maxConnectionsPerAddress: 100,
+  reservedConnections: 4,
 });
 
 /** `#info` name for a consumer whose position is gone from the stream (reference 6.2). */
@@ -59,6 +87,8 @@ const CLIENT_MESSAGE_WINDOW_MS = 60_000;
 
 /** WebSocket close code of an error frame (reference: 1008 policy violation). */
 const CLOSE_POLICY = 1008;
+/** Close reason of a connection whose socket accepted nothing for `stallTimeoutMs`. */
+export const STALLED = "Consumer read nothing";
 const CLOSE_GOING_AWAY = 1001;
 const CLOSE_INTERNAL = 1011;
 const DRAIN_RETRY_MS = 5;
@@ -76,18 +106,38 @@ export class StreamHub {
   readonly #log: Logger;
   readonly #connections = new Set<Subscription>();
   readonly #perAddress = new Map<string, number>();
+  readonly #reserved = new Set<Subscription>();
+  readonly #frames: FrameCache;
+  readonly #stats = { peakHeldBytes: 0 };
   #limits: StreamLimits;
+  #stallTimer: ReturnType<typeof setInterval> | null = null;
 
   constructor(opts: {
     kv: Deno.Kv;
     broadcaster: Broadcaster;
     log: Logger;
     limits?: Partial<StreamLimits>;
+    /** Frames shared with the broadcaster (default: a cache of this hub's own). */
+    frames?: FrameCache;
   }) {
     this.#kv = opts.kv;
     this.#broadcaster = opts.broadcaster;
     this.#log = opts.log;
     this.#limits = { ...DEFAULT_STREAM_LIMITS, ...opts.limits };
+    this.#frames = opts.frames ?? new FrameCache(opts.kv);
+  }
+
+  /**
+   * The most bytes one connection has held at a time (its socket's unsent bytes, its queued live
+   * frames and its replay batch not yet sent), over every connection so far.
+   */
+  get peakHeldBytes(): number {
+    return this.#stats.peakHeldBytes;
+  }
+
+  /** Frames built from stored events for replay so far (shared by every connection). */
+  get replayFramesBuilt(): number {
+    return this.#frames.framesBuilt;
   }
 
   /** The bounds applied to connections opened from now on. */
@@ -106,39 +156,70 @@ export class StreamHub {
   }
 
   /**
-   * Which connection limit a new connection from `address` would exceed, or null when it may be
-   * opened. Checked before the upgrade; {@link serve} then counts it.
+   * Which connection limit a new connection from `address` (the client's key: an IPv6 client is
+   * its /64) would exceed, or null when it may be opened. `reserved`: the client presented the
+   * ingest secret, and may take a reserved slot. Checked before the upgrade; {@link serve} then
+   * counts it.
    */
-  admission(address: string): "total" | "address" | null {
-    if (this.#connections.size >= this.#limits.maxConnections) return "total";
+  admission(address: string, reserved = false): "total" | "address" | null {
+    if (reserved && this.#reserved.size < this.#limits.reservedConnections) return null;
+    if (this.#connections.size - this.#reserved.size >= this.#limits.maxConnections) {
+      return "total";
+    }
     const open = this.#perAddress.get(address) ?? 0;
     return open >= this.#limits.maxConnectionsPerAddress ? "address" : null;
   }
 
-  /** Serves an upgraded socket of a client at `address`; `cursor` null means live only. */
-  serve(socket: WebSocket, cursor: number | null, address = "unknown"): void {
-    this.#perAddress.set(address, (this.#perAddress.get(address) ?? 0) + 1);
-    const sub = new Subscription({
+  /**
+   * Serves an upgraded socket of a client at `address`; `cursor` null means live only.
+   * `reserved` as in {@link admission}: it takes a reserved slot while one is free.
+   */
+  serve(socket: WebSocket, cursor: number | null, address = "unknown", reserved = false): void {
+    const inReserve = reserved && this.#reserved.size < this.#limits.reservedConnections;
+    if (!inReserve) this.#perAddress.set(address, (this.#perAddress.get(address) ?? 0) + 1);
+    const sub: Subscription = new Subscription({
       socket,
       cursor,
+      frames: this.#frames,
       kv: this.#kv,
       broadcaster: this.#broadcaster,
       log: this.#log,
       limits: this.#limits,
+      stats: this.#stats,
       onClosed: () => {
         if (!this.#connections.delete(sub)) return;
+        if (this.#reserved.delete(sub)) return;
         const left = (this.#perAddress.get(address) ?? 1) - 1;
         if (left > 0) this.#perAddress.set(address, left);
         else this.#perAddress.delete(address);
       },
     });
     this.#connections.add(sub);
+    if (inReserve) this.#reserved.add(sub);
+    this.#watchStalls();
   }
 
   /** Closes every connection (1001 going away) and waits briefly for them to finish. */
   async close(): Promise<void> {
+    this.#stopWatch();
     const all = [...this.#connections];
     await Promise.all(all.map((sub) => sub.shutdown()));
+  }
+
+  /** Checks the open connections for stalled sockets a few times per stall timeout. */
+  #watchStalls(): void {
+    if (this.#stallTimer !== null) return;
+    const every = Math.min(1000, Math.max(20, this.#limits.stallTimeoutMs / 5));
+    this.#stallTimer = setInterval(() => {
+      if (this.#connections.size === 0) return this.#stopWatch();
+      const now = performance.now();
+      for (const sub of this.#connections) sub.checkStall(now);
+    }, every);
+  }
+
+  #stopWatch(): void {
+    if (this.#stallTimer !== null) clearInterval(this.#stallTimer);
+    this.#stallTimer = null;
   }
 }
 
@@ -152,10 +233,12 @@ type Mode = "starting" | "replay" | "live" | "closed";
 /** One subscribeRepos connection. */
 class Subscription implements LiveSubscriber {
   readonly #socket: WebSocket;
+  readonly #frames: FrameCache;
   readonly #kv: Deno.Kv;
   readonly #broadcaster: Broadcaster;
   readonly #log: Logger;
   readonly #limits: StreamLimits;
+  readonly #stats: { peakHeldBytes: number };
   readonly #onClosed: () => void;
   readonly #closedPromise: Promise<void>;
   #resolveClosed!: () => void;
@@ -165,6 +248,13 @@ class Subscription implements LiveSubscriber {
   /** Highest seq received from the broadcast. */
   #maxSeen = 0;
   #queue: QueuedFrame[] = [];
+  #queuedBytes = 0;
+  /** Bytes of the replay batch in hand, not sent yet. */
+  #inHandBytes = 0;
+  /** Bytes handed to the socket so far; less `bufferedAmount`, the bytes it has accepted. */
+  #sentBytes = 0;
+  #acceptedAtCheck = 0;
+  #progressAt = performance.now();
   #messageWindowStart = 0;
   #messagesInWindow = 0;
   #unsubscribe: (() => void) | null = null;
@@ -175,17 +265,21 @@ class Subscription implements LiveSubscriber {
   constructor(opts: {
     socket: WebSocket;
     cursor: number | null;
+    frames: FrameCache;
     kv: Deno.Kv;
     broadcaster: Broadcaster;
     log: Logger;
     limits: StreamLimits;
+    stats: { peakHeldBytes: number };
     onClosed: () => void;
   }) {
     this.#socket = opts.socket;
+    this.#frames = opts.frames;
     this.#kv = opts.kv;
     this.#broadcaster = opts.broadcaster;
     this.#log = opts.log;
     this.#limits = opts.limits;
+    this.#stats = opts.stats;
     this.#onClosed = opts.onClosed;
     this.#closedPromise = new Promise((resolve) => this.#resolveClosed = resolve);
     const socket = opts.socket;
@@ -206,18 +300,20 @@ class Subscription implements LiveSubscriber {
     if (this.#isClosed()) return;
     if (seq > this.#maxSeen) this.#maxSeen = seq;
     if (seq <= this.#lastSent) return;
-    if (
-      this.#mode === "live" && this.#queue.length === 0 &&
-      this.#socket.bufferedAmount <= this.#limits.maxBufferedBytes
-    ) {
+    if (this.#mode === "live" && this.#queue.length === 0 && this.#hasRoom(frame.length)) {
       this.#send(frame);
       this.#lastSent = seq;
       return;
     }
     this.#queue.push({ seq, frame });
-    if (this.#queue.length > this.#limits.maxQueuedFrames) {
+    this.#queuedBytes += frame.length;
+    if (
+      this.#queue.length > this.#limits.maxQueuedFrames ||
+      this.#queuedBytes > this.#limits.maxQueuedBytes
+    ) {
       // Too far behind the broadcast: drop the queue and serve from the stored events instead.
       this.#queue = [];
+      this.#queuedBytes = 0;
       if (this.#mode === "live") {
         this.#send(outdatedCursorFrame(
           `Consumer fell behind the live stream after seq ${this.#lastSent}: replaying stored events`,
@@ -226,7 +322,35 @@ class Subscription implements LiveSubscriber {
       }
       return;
     }
+    this.#noteHeld();
     if (this.#mode === "live") this.#scheduleDrain();
+  }
+
+  /**
+   * Closes the connection when its socket has had unsent bytes and accepted none of them for
+   * `stallTimeoutMs` (called by the hub every so often).
+   */
+  checkStall(now: number): void {
+    if (this.#isClosed()) return;
+    const buffered = this.#socket.bufferedAmount;
+    const accepted = this.#sentBytes - buffered;
+    if (buffered === 0 || accepted > this.#acceptedAtCheck) {
+      this.#acceptedAtCheck = accepted;
+      this.#progressAt = now;
+      return;
+    }
+    if (now - this.#progressAt < this.#limits.stallTimeoutMs) return;
+    this.#log.warn("subscriber's socket accepted nothing; closing its connection", {
+      stalledMs: Math.round(now - this.#progressAt),
+      unsentBytes: buffered,
+      lastSeq: this.#lastSent,
+    });
+    try {
+      this.#socket.close(CLOSE_POLICY, STALLED);
+    } catch {
+      // Already closing.
+    }
+    this.#finish();
   }
 
   /** Closes the socket (going away) and waits until it has closed. */
@@ -297,6 +421,7 @@ class Subscription implements LiveSubscriber {
   /**
    * Stored replay after `#lastSent` at the consumer's pace, until it has caught up with the
    * broadcast; then live. `reported` is true when the consumer was already told about a gap.
+   * Each read takes no more than the socket has room for, and each frame waits for room.
    */
   async #replay(reported: boolean): Promise<void> {
     this.#mode = "replay";
@@ -304,30 +429,39 @@ class Subscription implements LiveSubscriber {
     const batchSize = this.#limits.replayBatch;
     try {
       for (;;) {
-        await this.#writable();
+        await this.#writable(1);
         if (this.#isClosed()) return;
         const from = this.#lastSent;
-        const batch = await readEventBodies(this.#kv, from, batchSize);
+        const room = this.#limits.maxBufferedBytes - this.#socket.bufferedAmount;
+        const { frames, end } = await this.#frames.read(from, batchSize, Math.max(1, room));
         if (this.#isClosed()) return;
-        if (batch.length > 0 && batch[0].seq > from + 1 && from > 0 && !reported) {
+        if (frames.length > 0 && frames[0].seq > from + 1 && from > 0 && !reported) {
           // Events after the consumer's position were pruned while it was away.
           this.#send(outdatedCursorFrame(
-            `Events after seq ${from} are no longer kept: continuing from seq ${batch[0].seq}`,
+            `Events after seq ${from} are no longer kept: continuing from seq ${frames[0].seq}`,
           ));
         }
         reported = false;
-        for (const e of batch) {
-          if (e.seq <= this.#lastSent) continue;
-          this.#send(commitFrame(e.body));
-          this.#lastSent = e.seq;
+        this.#inHandBytes = frames.reduce((n, f) => n + f.frame.length, 0);
+        for (const { seq, frame } of frames) {
+          if (seq > this.#lastSent) {
+            await this.#writable(frame.length);
+            if (this.#isClosed()) return;
+            this.#inHandBytes -= frame.length;
+            this.#send(frame);
+            this.#lastSent = seq;
+          } else {
+            this.#inHandBytes -= frame.length;
+          }
         }
+        this.#inHandBytes = 0;
         this.#trimQueue();
-        if (batch.length < batchSize && this.#caughtUp()) {
+        if (end && this.#caughtUp()) {
           this.#mode = "live";
           this.#drain();
           return;
         }
-        if (batch.length === 0) await this.#sleep(DRAIN_RETRY_MS);
+        if (frames.length === 0) await this.#sleep(DRAIN_RETRY_MS);
       }
     } catch (err) {
       this.#fail(err);
@@ -343,18 +477,20 @@ class Subscription implements LiveSubscriber {
 
   #trimQueue(): void {
     let i = 0;
-    while (i < this.#queue.length && this.#queue[i].seq <= this.#lastSent) i++;
+    while (i < this.#queue.length && this.#queue[i].seq <= this.#lastSent) {
+      this.#queuedBytes -= this.#queue[i++].frame.length;
+    }
     if (i > 0) this.#queue = this.#queue.slice(i);
   }
 
-  /** Live mode: sends queued frames while the socket takes them. */
+  /** Live mode: sends queued frames while the socket has room for them. */
   #drain(): void {
     this.#drainTimer = null;
     if (this.#mode !== "live") return;
-    const limit = this.#limits.maxBufferedBytes;
     let i = 0;
-    while (i < this.#queue.length && this.#socket.bufferedAmount <= limit) {
+    while (i < this.#queue.length && this.#hasRoom(this.#queue[i].frame.length)) {
       const { seq, frame } = this.#queue[i++];
+      this.#queuedBytes -= frame.length;
       if (seq <= this.#lastSent) continue;
       this.#send(frame);
       this.#lastSent = seq;
@@ -374,12 +510,16 @@ class Subscription implements LiveSubscriber {
     this.#drainTimer = null;
   }
 
-  /** Waits until the socket's unsent bytes are under the bound (or the connection closed). */
-  async #writable(): Promise<void> {
+  /** Whether a frame of `bytes` may go to the socket now. */
+  #hasRoom(bytes: number): boolean {
+    const buffered = this.#socket.bufferedAmount;
+    return buffered === 0 || buffered + bytes <= this.#limits.maxBufferedBytes;
+  }
+
+  /** Waits until the socket has room for `bytes` (or the connection closed). */
+  async #writable(bytes: number): Promise<void> {
     let wait = 2;
-    while (
-      this.#mode !== "closed" && this.#socket.bufferedAmount > this.#limits.maxBufferedBytes
-    ) {
+    while (this.#mode !== "closed" && !this.#hasRoom(bytes)) {
       await this.#sleep(wait);
       wait = Math.min(MAX_WAIT_MS, wait * 2);
     }
@@ -402,7 +542,16 @@ class Subscription implements LiveSubscriber {
   }
 
   #send(frame: Uint8Array): void {
-    if (this.#socket.readyState === WebSocket.OPEN) this.#socket.send(frame);
+    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    this.#socket.send(frame);
+    this.#sentBytes += frame.length;
+    this.#noteHeld();
+  }
+
+  /** Records the bytes this connection holds now in the hub's peak. */
+  #noteHeld(): void {
+    const held = this.#socket.bufferedAmount + this.#queuedBytes + this.#inHandBytes;
+    if (held > this.#stats.peakHeldBytes) this.#stats.peakHeldBytes = held;
   }
 
   #clientMessage(data: unknown): void {
@@ -447,6 +596,8 @@ class Subscription implements LiveSubscriber {
       this.#unsubscribe?.();
       this.#unsubscribe = null;
       this.#queue = [];
+      this.#queuedBytes = 0;
+      this.#inHandBytes = 0;
       this.#cancelDrain();
       if (this.#sleepTimer !== null) clearTimeout(this.#sleepTimer);
       this.#sleepTimer = null;

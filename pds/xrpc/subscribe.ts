@@ -8,11 +8,12 @@
  * @module
  */
 
+import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { streamServicesFor } from "../sequencer/services.ts";
 import { XrpcError } from "./errors.ts";
-import { clientAddress } from "./server.ts";
+import { clientAddress, clientKey } from "./client_address.ts";
 
 /**
  * Seconds without any data from the consumer before the server pings it and, without a pong in
@@ -36,8 +37,10 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const services = streamServicesFor(ctx);
     if (!services) throw new XrpcError(503, "NotEnoughResources", "Event stream is not running");
     // Connection caps, checked before the upgrade (nothing awaits between here and serve()).
-    const address = clientAddress(c, ctx.config.trustProxy);
-    const refused = services.hub.admission(address);
+    // Counted per client: an IPv6 client by its /64, which one subscriber line gets whole.
+    const address = clientKey(clientAddress(c, ctx.config.trustProxy));
+    const reserved = presentsIngestSecret(c.req.header("authorization"), ctx.config.ingestSecret);
+    const refused = services.hub.admission(address, reserved);
     if (refused !== null) {
       const { maxConnections, maxConnectionsPerAddress } = services.hub.limits;
       throw refused === "total"
@@ -55,10 +58,27 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const { socket, response } = Deno.upgradeWebSocket(c.req.raw, {
       idleTimeout: STREAM_IDLE_TIMEOUT_S,
     });
-    services.hub.serve(socket, cursor, address);
+    services.hub.serve(socket, cursor, address, reserved);
     return response;
   });
   return app;
+}
+
+/**
+ * Whether `authorization` is `Bearer <ingest secret>` (the index's consumer, which may take a
+ * reserved connection slot). Compared in constant time: SHA-256 of both sides, then
+ * `timingSafeEqual`, so neither the content nor the length of the secret leaks. False when no
+ * secret is configured.
+ */
+export function presentsIngestSecret(authorization: string | undefined, secret: string | null) {
+  if (secret === null || authorization === undefined) return false;
+  const match = /^Bearer (.+)$/.exec(authorization);
+  if (match === null) return false;
+  return timingSafeEqual(sha256(match[1]), sha256(secret));
+}
+
+function sha256(text: string): Uint8Array {
+  return createHash("sha256").update(text).digest();
 }
 
 /** Parses the optional `cursor` query parameter: a non-negative integer seq. */

@@ -1,0 +1,123 @@
+// What one subscribeRepos subscriber may cost the account host (issue 36, item 1): the bytes it
+// holds are bounded (the socket's unsent bytes plus its queue), a subscriber whose socket accepts
+// nothing is closed after the stall time, a slow reader is still served every event (spec 6.1
+// rule 5) and replayed frames are built once and shared. Clients are raw TCP WebSocket clients,
+// so not reading really fills the socket.
+
+import assert from "node:assert/strict";
+import { decodeFrame } from "../../shared/frame.ts";
+import { COLLECTION_POST, EMBED_EXTERNAL } from "../../shared/nsid.ts";
+import { waitFor } from "../../tests/_util.ts";
+import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import { readHeadSeq } from "./event_log.ts";
+import { streamServicesFor } from "./services.ts";
+import { RawWsClient, StreamClient, type Writer } from "./_stream_test_util.ts";
+
+const KIB = 1024;
+
+/** Writes `count` posts with a ~19 KB embed each, four at a time. */
+async function writeLargePosts(baseUrl: string, w: Writer, count: number): Promise<void> {
+  const description = "x".repeat(19_000);
+  for (let i = 0; i < count; i += 4) {
+    await Promise.all(
+      Array.from({ length: Math.min(4, count - i) }, async (_, j) => {
+        const res = await xrpcPost(baseUrl, "com.atproto.repo.createRecord", {
+          repo: w.did,
+          collection: COLLECTION_POST,
+          record: {
+            $type: COLLECTION_POST,
+            text: `large ${i + j}`,
+            createdAt: new Date().toISOString(),
+            embed: {
+              $type: EMBED_EXTERNAL,
+              external: { uri: `https://example.com/${i + j}`, title: "t", description },
+            },
+          },
+        }, { authorization: `Bearer ${w.accessJwt}` });
+        assert.equal(res.status, 200, await res.text());
+      }),
+    );
+  }
+}
+
+Deno.test("a subscriber whose socket accepts nothing is closed after the stall time, holding no more than its byte bound", async () => {
+  await using s = await startTestServer();
+  const hub = streamServicesFor(s.ctx)!.hub;
+  const limits = { maxBufferedBytes: 64 * KIB, maxQueuedBytes: 64 * KIB, stallTimeoutMs: 500 };
+  hub.setLimits(limits);
+  const w = await signUp(s.url, "stalled.test");
+  await writeLargePosts(s.url, w, 200); // ~3.8 MB of frames: far more than the kernel buffers
+  const client = await RawWsClient.connect(s.url, 0);
+  try {
+    const opened = performance.now();
+    await waitFor(() => hub.connectionCount === 1);
+    await waitFor(() => hub.connectionCount === 0, {
+      timeoutMs: 10_000,
+      message: "the stalled subscriber is closed",
+    });
+    assert.ok(performance.now() - opened >= limits.stallTimeoutMs, "not before the stall time");
+    assert.ok(hub.peakHeldBytes > 0);
+    assert.ok(
+      hub.peakHeldBytes <= limits.maxBufferedBytes + limits.maxQueuedBytes,
+      `held ${hub.peakHeldBytes} bytes`,
+    );
+    assert.equal(
+      s.lines.filter((l) => l.includes("subscriber's socket accepted nothing")).length,
+      1,
+    );
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("a slow reader of large events is not closed and gets every seq once, in order, replay then live (spec 6.1 rule 5)", async () => {
+  await using s = await startTestServer();
+  const hub = streamServicesFor(s.ctx)!.hub;
+  hub.setLimits({ maxBufferedBytes: 64 * KIB, maxQueuedBytes: 64 * KIB, stallTimeoutMs: 500 });
+  const w = await signUp(s.url, "slowreader.test");
+  await writeLargePosts(s.url, w, 120);
+  const client = await RawWsClient.connect(s.url, 0);
+  try {
+    const seqs: number[] = [];
+    let writing: Promise<void> | null = null;
+    let head = Infinity;
+    for (let i = 0; i < 400 && seqs.at(-1) !== head; i++) {
+      const bytes = await client.readMessage();
+      assert.ok(bytes, `connection stays open (closed: ${client.closeCode} ${client.closeReason})`);
+      const { header, body } = decodeFrame(bytes);
+      assert.equal(header.t, "#commit");
+      seqs.push(body.seq as number);
+      if (seqs.length === 20) {
+        // Commits while the reader is still in the stored replay.
+        writing = writeLargePosts(s.url, w, 40).then(async () => {
+          head = await readHeadSeq(s.ctx.kv);
+        });
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await writing;
+    assert.equal(head, await readHeadSeq(s.ctx.kv));
+    assert.deepEqual(seqs, Array.from({ length: head }, (_, i) => i + 1));
+    assert.equal(hub.connectionCount, 1);
+  } finally {
+    client.close();
+  }
+  await waitFor(() => hub.connectionCount === 0);
+});
+
+Deno.test("replayed frames are built once and the same bytes go to every subscriber at that position", async () => {
+  await using s = await startTestServer();
+  const w = await signUp(s.url, "shared.test");
+  await writeLargePosts(s.url, w, 40);
+  const head = await readHeadSeq(s.ctx.kv);
+  const hub = streamServicesFor(s.ctx)!.hub;
+  const builtBefore = hub.replayFramesBuilt;
+  const clients = await Promise.all([0, 0, 0].map((c) => StreamClient.connect(s.url, c)));
+  await Promise.all(clients.map((c) => c.waitForSeq(head)));
+  assert.equal(hub.replayFramesBuilt - builtBefore, head);
+  for (const c of clients) {
+    assert.deepEqual(c.commitSeqs, Array.from({ length: head }, (_, i) => i + 1));
+    assert.deepEqual(c.raw, clients[0].raw);
+  }
+  await Promise.all(clients.map((c) => c.close()));
+});
