@@ -252,6 +252,8 @@ export interface FakeRepoStream extends AsyncDisposable {
   readonly url: string;
   /** `cursor` query value of every connection (null when absent). */
   readonly cursors: (string | null)[];
+  /** `Authorization` header of every connection's upgrade request (null when absent). */
+  readonly authorizations: (string | null)[];
   /** Stores a frame with its seq and sends it to every open client. */
   append(seq: number, frame: Uint8Array): void;
   /** Sends raw bytes (or text) to every open client without storing them. */
@@ -280,6 +282,7 @@ export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoS
   /** Every open socket. */
   const all = new Set<WebSocket>();
   const cursors: (string | null)[] = [];
+  const authorizations: (string | null)[] = [];
   const replays = new Set<Promise<void>>();
   let closing = false;
   const server: TestServer = serveOnPort0((req) => {
@@ -292,6 +295,7 @@ export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoS
     }
     const cursor = url.searchParams.get("cursor");
     cursors.push(cursor);
+    authorizations.push(req.headers.get("authorization"));
     const { socket, response } = Deno.upgradeWebSocket(req);
     socket.onopen = () => {
       all.add(socket);
@@ -344,6 +348,7 @@ export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoS
   return {
     url: `ws://127.0.0.1:${server.port}${SUBSCRIBE_REPOS_PATH}`,
     cursors,
+    authorizations,
     append(seq, frame) {
       stored.push({ seq, frame });
       send(frame);

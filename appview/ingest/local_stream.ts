@@ -56,6 +56,7 @@ export class LocalStreamProtocol implements StreamProtocol {
   readonly cursorName = CURSOR_LOCAL_SEQ;
   readonly #url: string;
   readonly #maxFrameBytes: number;
+  readonly #ingestSecret: string | null;
 
   /**
    * The cursor-independent, CPU-heavy half of {@link decode} ({@link parseLocalFrame}), run by
@@ -63,9 +64,19 @@ export class LocalStreamProtocol implements StreamProtocol {
    */
   readonly parser: StreamParser;
 
-  constructor(url: string, maxFrameBytes = MAX_LOCAL_FRAME_BYTES) {
+  /**
+   * `ingestSecret` (`APPVIEW_INGEST_SECRET`, shared with the account host) is presented as
+   * `Authorization: Bearer <secret>`: the account host keeps connection slots for it, so that
+   * other clients filling its stream cap cannot lock the index out.
+   */
+  constructor(
+    url: string,
+    opts: { maxFrameBytes?: number; ingestSecret?: string | null } = {},
+  ) {
+    const maxFrameBytes = opts.maxFrameBytes ?? MAX_LOCAL_FRAME_BYTES;
     this.#url = url;
     this.#maxFrameBytes = maxFrameBytes;
+    this.#ingestSecret = opts.ingestSecret ?? null;
     const options: LocalParseOptions = { maxFrameBytes };
     this.parser = {
       workerUrl: new URL("./local_parse_worker.ts", import.meta.url),
@@ -81,6 +92,12 @@ export class LocalStreamProtocol implements StreamProtocol {
     const url = new URL(this.#url);
     url.searchParams.set("cursor", String(cursor ?? 0));
     return url.href;
+  }
+
+  connectHeaders(): Record<string, string> | undefined {
+    return this.#ingestSecret === null
+      ? undefined
+      : { authorization: `Bearer ${this.#ingestSecret}` };
   }
 
   decode(
@@ -248,6 +265,9 @@ export function createLocalStreamConsumer(
   ctx: AppviewContext,
   opts: LocalStreamOptions = {},
 ): StreamConsumer {
-  const protocol = new LocalStreamProtocol(opts.url ?? ctx.config.pdsStreamUrl, opts.maxFrameBytes);
+  const protocol = new LocalStreamProtocol(opts.url ?? ctx.config.pdsStreamUrl, {
+    maxFrameBytes: opts.maxFrameBytes,
+    ingestSecret: ctx.config.ingestSecret,
+  });
   return new StreamConsumer(ctx, protocol, opts);
 }

@@ -384,3 +384,23 @@ Deno.test("the parse step validates records: accepted ones are marked checked, a
   }]);
   assert.equal(ix.writer.stats().skippedByReason.invalid_record, 1);
 });
+
+Deno.test("local consumer presents the ingest secret to the account host, which keeps it a reserved connection slot", async () => {
+  await using stream = startFakeRepoStream();
+  stream.append(1, postCommit(1).frame());
+  using ctx = openTestContext({ env: { APPVIEW_INGEST_SECRET: "stream-secret-0123456789" } });
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 1);
+  assert.deepEqual(stream.authorizations, ["Bearer stream-secret-0123456789"]);
+});
+
+Deno.test("local consumer sends no Authorization header when no ingest secret is configured", async () => {
+  await using stream = startFakeRepoStream();
+  stream.append(1, postCommit(1).frame());
+  using ctx = openTestContext();
+  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 1);
+  assert.deepEqual(stream.authorizations, [null]);
+});

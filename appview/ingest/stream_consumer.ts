@@ -132,6 +132,8 @@ export interface StreamProtocol {
   readonly cursorName: string;
   /** URL to connect to, given the stored cursor (null when none) and why it connects. */
   connectUrl(cursor: number | null, reason: ConnectReason): string;
+  /** Extra headers of the upgrade request (credentials), when the protocol has any. */
+  connectHeaders?(): Record<string, string> | undefined;
   /**
    * Decodes one message. `cursor` is the highest cursor accepted so far (including messages of
    * the batch being built). Returns null to drop the message (having logged why), or its ops and
@@ -395,7 +397,8 @@ export class StreamConsumer implements AsyncDisposable {
     const url = redactUrl(target);
     let socket: WebSocket;
     try {
-      socket = new WebSocket(target);
+      const headers = this.#protocol.connectHeaders?.();
+      socket = new WebSocket(target, headers ? { headers } : undefined);
     } catch (e) {
       const error = messageOf(e).replaceAll(target, url);
       this.#lastError = `Cannot connect to ${url}: ${error}`;

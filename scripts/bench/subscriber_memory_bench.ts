@@ -75,16 +75,19 @@ export async function benchSubscriberMemory(): Promise<BenchResult[]> {
         peakMb.toFixed(0)
       } MB with ${SUBSCRIBERS} non-reading subscribers over ${EVENTS} events of ~${
         (EMBED_CHARS / 1000).toFixed(0)
-      } KB, ${endMb.toFixed(0)} MB ${SETTLE_MS / 1000} s after they closed; load average ${await loadAverage()}`,
+      } KB, ${endMb.toFixed(0)} MB ${
+        SETTLE_MS / 1000
+      } s after they closed; load average ${await loadAverage()}`,
     );
-    const note = `host RSS ${startMb.toFixed(0)} MB before, peak ${
-      peakMb.toFixed(0)
-    } MB over ${HOLD_MS / 1000} s held, ${endMb.toFixed(0)} MB ${
+    const note = `host RSS ${startMb.toFixed(0)} MB before, peak ${peakMb.toFixed(0)} MB over ${
+      HOLD_MS / 1000
+    } s held, ${endMb.toFixed(0)} MB ${
       SETTLE_MS / 1000
     } s after close (pds/main.ts in a child process)`;
     return [
       {
-        name: `subscribeRepos RSS growth, ${SUBSCRIBERS} non-reading subscribers x ${EVENTS} large events`,
+        name:
+          `subscribeRepos RSS growth, ${SUBSCRIBERS} non-reading subscribers x ${EVENTS} large events`,
         figure: growth,
         unit: "MB",
         budget: `<= ${GROWTH_BUDGET_MB} MB`,
