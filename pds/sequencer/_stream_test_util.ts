@@ -88,6 +88,11 @@ export class StreamClient {
     });
   }
 
+  /** Sends a client message (subscribeRepos expects none). */
+  send(data: Uint8Array | string): void {
+    this.#socket.send(data);
+  }
+
   /** Closes the socket and waits for the close to complete. */
   async close(): Promise<void> {
     if (this.closeCode === null) this.#socket.close();

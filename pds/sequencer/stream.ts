@@ -289,9 +289,10 @@ class Subscription implements LiveSubscriber {
     socket.onerror = () => {};
     // Client messages are ignored (reference 6.1): browsers cannot send ping control frames, so
     // some clients keep the connection alive with small text messages. Deno reads each message
-    // whole before this handler runs and cannot bound its size, so a client past a small budget
-    // (a message over 1 KiB, or more than 30 a minute) is cut off rather than allowed to make
-    // the server buffer message after message.
+    // whole before this handler runs and cannot bound its size (Deno.upgradeWebSocket has no
+    // maximum: fastwebsockets' 64 MiB applies, denoland/deno#15809), so a client past a small
+    // budget (a message over 1 KiB, or more than 30 a minute) is cut off rather than allowed to
+    // make the server buffer message after message.
     socket.onmessage = (event: MessageEvent) => this.#clientMessage(event.data);
   }
 

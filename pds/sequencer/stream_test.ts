@@ -144,6 +144,25 @@ Deno.test("client messages are ignored within a small budget; past it the subscr
   );
 });
 
+Deno.test("a 1 MiB client message closes the subscriber with 1008 and the others are served on (issue 36)", async () => {
+  await using s = await startTestServer();
+  const w = await signUp(s.url, "bigmessage.test");
+  const hub = streamServicesFor(s.ctx)!.hub;
+  const head = await readHeadSeq(s.ctx.kv);
+  const sender = await StreamClient.connect(s.url, head);
+  const bystander = await StreamClient.connect(s.url, head);
+  await waitFor(() => hub.connectionCount === 2);
+  sender.send(new Uint8Array(1024 * 1024));
+  await sender.closed;
+  assert.equal(sender.closeCode, 1008);
+  assert.equal(sender.closeReason, CLIENT_MESSAGE);
+  await waitFor(() => hub.connectionCount === 1);
+  await writePosts(s.url, [w], 2);
+  await bystander.waitForSeq(head + 2);
+  assert.deepEqual(bystander.commitSeqs, [head + 1, head + 2]);
+  await bystander.close();
+});
+
 Deno.test("subscribeRepos with the cursor at the head is live from the next commit", async () => {
   await using s = await startTestServer();
   const w = await signUp(s.url, "athead.test");
