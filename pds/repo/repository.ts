@@ -261,7 +261,14 @@ export class RepoService {
       const { ops, results } = prepared;
       if (ops.length === 0) return { commit: null, results };
       const blobs = await this.#checkBlobs(did, ops);
-      const committed = await this.#commit(did, keyPair, root, tree, ops, blobs);
+      let committed;
+      try {
+        committed = await this.#commit(did, keyPair, root, tree, ops, blobs);
+      } catch (err) {
+        // A node of the ops' covering proofs, likewise gone with a replaced root.
+        if (err instanceof MstError && await this.#rootMoved(did, root)) continue;
+        throw err;
+      }
       if (committed) {
         tree.release();
         await this.#deleteDereferencedBlobs(did, ops);
@@ -486,6 +493,10 @@ export class RepoService {
     blobs: CheckedBlob[],
   ): Promise<{ cid: string; rev: string; seq: number } | null> {
     const { root: data, blocks: nodeBlocks } = tree.finalize();
+    // The event also carries the unchanged nodes of each op's covering proof (a sync 1.1
+    // consumer proves and inverts the ops with the event's blocks alone); they are stored
+    // already, so the commit's pack does not hold them again.
+    const proofBlocks = await tree.coveringProof(ops.map((op) => op.path));
     const rev = root ? this.#tids.nextAfter(root.rev) : this.#tids.next();
     const concurrent = this.#building > 1;
     const commitBlock = await signCommitWith(commitSigner(), {
@@ -512,7 +523,7 @@ export class RepoService {
       0,
     );
     const keyBytes = commitKeyBytes(did, rev, blocks, ops, blobs);
-    const size = checkCommitSize(blocks, ops, blobs.length + refMutations, keyBytes);
+    const size = checkCommitSize(blocks, proofBlocks, ops, blobs.length + refMutations, keyBytes);
     const eventOps: CommitEventOp[] = ops.map((op) => {
       const e: CommitEventOp = { action: op.action, path: op.path, cid: op.block?.cid ?? null };
       if (op.prev) e.prev = op.prev;
@@ -553,7 +564,10 @@ export class RepoService {
         commit: commitBlock.cid,
         rev,
         since: root?.rev ?? null,
-        blocks: eventCar(commitBlock.cid, blocks),
+        blocks: eventCar(
+          commitBlock.cid,
+          proofBlocks.length ? [...blocks, ...proofBlocks] : blocks,
+        ),
         ops: eventOps,
         blobs: commitBlobs(ops),
         ...(root ? { prevData: root.data } : {}),
@@ -695,7 +709,7 @@ function commitBlobs(ops: PreparedOp[]): CID[] {
   return [...cids].map(parseCid);
 }
 
-/** The CAR of a commit event: root = the commit; the commit, new nodes and records. */
+/** The CAR of a commit event: root = the commit; the commit, nodes (new and proof), records. */
 function eventCar(root: CID, blocks: Block[]): Uint8Array {
   const w = new CborWriter(carLength(root, blocks));
   writeCarOneRoot(w, root, blocks);
@@ -764,24 +778,29 @@ function commitKeyBytes(
 
 function checkCommitSize(
   blocks: Block[],
+  proofBlocks: Block[],
   ops: PreparedOp[],
   blobMutations: number,
   keyBytes: number,
 ): number {
-  // Stored bytes: the blocks (in the commit's pack and again in its event) and the records
-  // (again in the record index). Mutations: pack chunks, root, index entries, event chunks, head.
+  // Stored bytes: the blocks (in the commit's pack and again in its event, with the proof's
+  // unchanged nodes) and the records (again in the record index). Mutations: pack chunks, root,
+  // index entries, event chunks, head.
   const blockBytes = blocks.reduce((n, b) => n + b.bytes.length + 40, 0);
+  const proofBytes = proofBlocks.reduce((n, b) => n + b.bytes.length + 40, 0);
   const recordBytes = ops.reduce((n, op) => n + (op.block ? op.block.bytes.length + 150 : 50), 0);
   const chunks = Math.ceil(blockBytes / 60_000);
-  const mutations = 2 * chunks + ops.length + 2 + blobMutations;
+  const eventChunks = Math.ceil((blockBytes + proofBytes) / 60_000);
+  const mutations = chunks + eventChunks + ops.length + 2 + blobMutations;
   if (
-    mutations > MAX_MUTATIONS || 2 * blockBytes + recordBytes > MAX_COMMIT_BYTES ||
+    mutations > MAX_MUTATIONS || 2 * blockBytes + proofBytes + recordBytes > MAX_COMMIT_BYTES ||
     keyBytes > MAX_COMMIT_KEY_BYTES
   ) {
     throw new RepoError(
       "InvalidRequest",
-      `Commit is too large: ${blocks.length} blocks, ${blockBytes} bytes, ${mutations} ` +
-        `mutations, ${keyBytes} key bytes; send fewer writes`,
+      `Commit is too large: ${blocks.length + proofBlocks.length} blocks, ` +
+        `${blockBytes + proofBytes} bytes, ${mutations} mutations, ${keyBytes} key bytes; ` +
+        `send fewer writes`,
     );
   }
   // What `fill` adds (the sequencer adds the event's own size).

@@ -43,7 +43,10 @@ export interface CommitEvent {
   rev: string;
   /** Rev of the previous commit; null for the first commit. */
   since: string | null;
-  /** CAR bytes: root = commit; the commit, the new MST nodes and the new records. */
+  /**
+   * CAR bytes: root = commit; the commit, the new MST nodes, the unchanged nodes of each op's
+   * covering proof (reference atproto.md 8.4) and the new records.
+   */
   blocks: Uint8Array;
   ops: CommitEventOp[];
   blobs: CID[];
