@@ -13,6 +13,7 @@ import {
   TestAccountDirectory,
 } from "../ingest/_stream_testing.ts";
 import type { HostedAccount } from "../ingest/account_directory.ts";
+import { serveOnPort0 } from "../../tests/_util.ts";
 import { AddressLogLimiter } from "./address_log_limiter.ts";
 import { INGEST_COMMIT_PATH, ingestRoutes, LOG_SECRET_REFUSED } from "./ingest.ts";
 
@@ -209,4 +210,19 @@ Deno.test("failed secret checks are logged with the address, once a minute per a
   const text = JSON.stringify(lines);
   assert.ok(!text.includes("guessed-wrong-secret-value"));
   assert.ok(!text.includes(SECRET));
+});
+
+Deno.test("over a real socket the logged address is the connection's, not a forwarded header", async () => {
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log, env: { APPVIEW_INGEST_SECRET: SECRET } });
+  await using server = serveOnPort0(ingestRoutes(ctx).fetch);
+  const res = await fetch(`${server.url}${INGEST_COMMIT_PATH}`, {
+    method: "POST",
+    headers: { authorization: "Bearer nope", "x-forwarded-for": "198.51.100.77" },
+    body: "{}",
+  });
+  assert.equal(res.status, 401);
+  await res.body?.cancel();
+  const refused = lines.filter((l) => l.msg === LOG_SECRET_REFUSED);
+  assert.deepEqual(refused.map((l) => l.address), ["127.0.0.1"]);
 });
