@@ -21,6 +21,12 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
   { name: "auth", module: "./auth_bench.ts", fn: "benchAuth" },
   { name: "query", module: "./query_bench.ts", fn: "benchQueries" },
   { name: "web", module: "./web_bench.ts", fn: "benchWeb" },
+  {
+    name: "subscriber-memory",
+    module: "./subscriber_memory_bench.ts",
+    fn: "benchSubscriberMemory",
+  },
+  { name: "public-ingest", module: "./public_ingest_bench.ts", fn: "benchPublicIngest" },
 ];
 
 /**
