@@ -11,8 +11,9 @@
  * ({@link StreamConsumerOptions.yieldBetweenBatches}) it applies one transaction per event-loop
  * turn, so requests are answered while the index catches up. Then the socket keeps delivering
  * between transactions, so there is flow control: when more than
- * {@link StreamConsumerOptions.maxQueuedMessages} received messages wait to be applied, the
- * consumer closes the connection (a WebSocket cannot be paused), applies what it holds, and
+ * {@link StreamConsumerOptions.maxQueuedMessages} received messages, or more than
+ * {@link StreamConsumerOptions.maxQueuedBytes} of them, wait to be applied, the consumer closes
+ * the connection (a WebSocket cannot be paused), applies what it holds, and
  * reconnects from its cursor without backoff. Memory stays bounded and nothing is skipped: the
  * stream replays from the cursor. That reconnect is a `"resume"` ({@link ConnectReason}): the
  * cursor is exactly what was applied, so a protocol that rewinds its cursor after a lost
@@ -59,6 +60,13 @@ export const MAX_BATCH_OPS = 20_000;
  * that many held the event loop about 0.1 s (about 20 us each, measured under load).
  */
 export const MAX_QUEUED_MESSAGES = 5_000;
+/**
+ * Default of {@link StreamConsumerOptions.maxQueuedBytes}: what the waiting messages may hold
+ * (characters of text frames, bytes of binary ones), so that a stream of large messages cannot
+ * fill memory within the count bound. 16 MiB is about 40,000 Jetstream events of the public
+ * ingest benchmark's mix (about 400 characters each).
+ */
+export const MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 /** How long `close()` waits for the socket's close handshake. */
 const CLOSE_TIMEOUT_MS = 2_000;
 /**
@@ -173,6 +181,12 @@ export interface StreamConsumerOptions {
    */
   maxQueuedMessages?: number;
   /**
+   * With {@link yieldBetweenBatches}: total size of the received messages waiting to be applied
+   * (characters of text, bytes of binary), above which the connection is closed as for
+   * {@link maxQueuedMessages} (default {@link MAX_QUEUED_BYTES}).
+   */
+  maxQueuedBytes?: number;
+  /**
    * A connection that opens nothing or delivers no message for this long is closed and made
    * again from the cursor (default {@link IDLE_TIMEOUT_MS}). Neither stream sends heartbeats,
    * so silence is all a consumer sees of a server that hangs, or of a connection cut without a
@@ -246,6 +260,7 @@ export class StreamConsumer implements AsyncDisposable {
   readonly #random: () => number;
   readonly #maxBatchOps: number;
   readonly #maxQueued: number;
+  readonly #maxQueuedBytes: number;
   readonly #yielding: boolean;
   readonly #control: StreamControl;
   #state: ConsumerState = "connecting";
@@ -259,6 +274,14 @@ export class StreamConsumer implements AsyncDisposable {
   /** Received messages; those before {@link #queueHead} are applied. */
   #queue: QueuedMessage[] = [];
   #queueHead = 0;
+  /**
+   * Size of each received message not applied yet (queued or in the parse worker), in the order
+   * received, which is the order they are applied in; those before {@link #sizesHead} are gone.
+   */
+  #sizes: number[] = [];
+  #sizesHead = 0;
+  /** Sum of the sizes from {@link #sizesHead}. */
+  #waitingBytes = 0;
   /** The connection was closed for flow control: reconnect once the queue is applied. */
   #paused = false;
   readonly #parser: OffThreadParser | null;
@@ -287,6 +310,7 @@ export class StreamConsumer implements AsyncDisposable {
       opts.maxQueuedMessages,
       MAX_QUEUED_MESSAGES,
     );
+    this.#maxQueuedBytes = positiveOption("maxQueuedBytes", opts.maxQueuedBytes, MAX_QUEUED_BYTES);
     this.#idleTimeoutMs = positiveOption("idleTimeoutMs", opts.idleTimeoutMs, IDLE_TIMEOUT_MS);
     this.#control = {
       log: this.#log,
@@ -421,12 +445,18 @@ export class StreamConsumer implements AsyncDisposable {
       // Once paused, what still arrives is dropped: the stream replays it from the cursor.
       if (this.#socket !== socket || this.#paused) return;
       this.#lastActivity = performance.now();
+      const size = typeof event.data === "string" ? event.data.length : event.data.byteLength;
+      this.#sizes.push(size);
+      this.#waitingBytes += size;
       if (this.#parser?.active) this.#parser.push(event.data);
       else {
         this.#queue.push({ raw: event.data });
         this.#scheduleDrain();
       }
-      if (this.#yielding && !this.#paused && this.#waiting() > this.#maxQueued) this.#pause();
+      if (
+        this.#yielding && !this.#paused &&
+        (this.#waiting() > this.#maxQueued || this.#waitingBytes > this.#maxQueuedBytes)
+      ) this.#pause();
     };
     socket.onerror = (event: Event) => {
       const message = (event as ErrorEvent).message || "WebSocket error";
@@ -497,6 +527,9 @@ export class StreamConsumer implements AsyncDisposable {
   #dropConnection(): void {
     this.#queue = [];
     this.#queueHead = 0;
+    this.#sizes = [];
+    this.#sizesHead = 0;
+    this.#waitingBytes = 0;
     this.#parser?.reset();
     if (this.#socket === null) {
       // Paused and already closed: nothing else will reconnect.
@@ -531,6 +564,7 @@ export class StreamConsumer implements AsyncDisposable {
     this.#paused = true;
     this.#log.info("Pausing the stream until the index applies what it received", {
       waiting: this.#waiting(),
+      waitingBytes: this.#waitingBytes,
       cursor: this.#cursor,
     });
     this.#closeSocket("consumer catching up");
@@ -585,6 +619,7 @@ export class StreamConsumer implements AsyncDisposable {
     );
     // A decode may drop the connection, which empties the queue: keep the fresh one.
     if (this.#queue === queue) {
+      this.#forgetSizes(next - this.#queueHead);
       this.#queueHead = next;
       if (next >= queue.length) {
         this.#queue = [];
@@ -608,6 +643,20 @@ export class StreamConsumer implements AsyncDisposable {
     this.#lastEventAt = this.#ctx.now().toISOString();
     this.#statusDirty = true;
     return true;
+  }
+
+  /** The `count` oldest waiting messages were folded into a batch: they no longer count. */
+  #forgetSizes(count: number): void {
+    const end = Math.min(this.#sizes.length, this.#sizesHead + count);
+    for (let i = this.#sizesHead; i < end; i++) this.#waitingBytes -= this.#sizes[i];
+    this.#sizesHead = end;
+    if (end === this.#sizes.length) {
+      this.#sizes = [];
+      this.#sizesHead = 0;
+    } else if (end > 4_096 && end * 2 > this.#sizes.length) {
+      this.#sizes = this.#sizes.slice(end);
+      this.#sizesHead = 0;
+    }
   }
 
   #decode(message: QueuedMessage, cursor: number | null): DecodedMessage | null {

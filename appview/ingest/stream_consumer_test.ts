@@ -119,6 +119,50 @@ Deno.test("too many waiting messages close the stream until they are applied; it
   await waitFor(() => readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state === "live");
 });
 
+Deno.test("waiting messages above maxQueuedBytes close the stream though their count is under maxQueuedMessages", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogger();
+  using ctx = openTestContext({ log });
+  let frameBytes = 0;
+  let smallestFrameBytes = Infinity;
+  for (let seq = 1; seq <= FRAMES; seq++) {
+    const frame = postCommit(seq).frame();
+    frameBytes = Math.max(frameBytes, frame.byteLength);
+    smallestFrameBytes = Math.min(smallestFrameBytes, frame.byteLength);
+    stream.append(seq, frame);
+  }
+  const maxQueuedBytes = 40 * frameBytes;
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: stream.url,
+    ...FAST_BACKOFF,
+    maxBatchOps: 20,
+    yieldBetweenBatches: true,
+    maxQueuedMessages: 10 * FRAMES,
+    maxQueuedBytes,
+  });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === FRAMES);
+  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
+  assert.equal(count(ctx.db, "SELECT count(DISTINCT uri) AS n FROM posts"), FRAMES);
+  const pauses = lines.filter((l) =>
+    l.msg === "Pausing the stream until the index applies what it received"
+  );
+  assert.ok(pauses.length >= 1, "paused at least once");
+  assert.equal(stream.cursors.length, pauses.length + 1);
+  for (const pause of pauses) {
+    // Closed at the first message past the byte bound.
+    assert.ok(
+      Number(pause.waitingBytes) > maxQueuedBytes &&
+        Number(pause.waitingBytes) <= maxQueuedBytes + frameBytes,
+      `waitingBytes ${pause.waitingBytes} against a bound of ${maxQueuedBytes}`,
+    );
+    const most = Math.floor(maxQueuedBytes / smallestFrameBytes) + 1;
+    assert.ok(Number(pause.waiting) <= most, `waiting ${pause.waiting}, at most ${most}`);
+  }
+  assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
+  assert.equal(consumer.status().lastError, null);
+});
+
 Deno.test("consumer options reject a batch or queue bound that is not a positive integer", () => {
   using ctx = openTestContext();
   assert.throws(
@@ -128,6 +172,10 @@ Deno.test("consumer options reject a batch or queue bound that is not a positive
   assert.throws(
     () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", maxQueuedMessages: 2.5 }),
     { name: "RangeError", message: "maxQueuedMessages must be a positive integer, got 2.5" },
+  );
+  assert.throws(
+    () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", maxQueuedBytes: -1 }),
+    { name: "RangeError", message: "maxQueuedBytes must be a positive integer, got -1" },
   );
   assert.throws(
     () => createLocalStreamConsumer(ctx, { url: "ws://127.0.0.1:1/", idleTimeoutMs: 0 }),
