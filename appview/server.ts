@@ -40,15 +40,12 @@ export const IN_PROCESS_CONSUMER: Readonly<StreamConsumerOptions> = Object.freez
   yieldBetweenBatches: true,
   /** About 0.1 s per transaction, against about 1 s at the standalone 20,000. */
   maxBatchOps: 2_000,
-  // maxQueuedMessages: its default (MAX_QUEUED_MESSAGES) is set for this case.
+  // maxQueuedMessages: its default (MAX_QUEUED_MESSAGES) is set for this case. At 50,000 the
+  // public-ingest benchmark paused 9 times instead of about 70 and was sent 1.3 events per event
+  // instead of about 3, but was no faster (10,300-11,500 events/s either way: the dropped
+  // messages are never parsed) and its /healthz polls were slower (p99 770-950 ms against
+  // 520-550 ms), so the bound stays.
 });
-/**
- * `wal_autocheckpoint` of the shared connection in that case (8 KiB pages: 32 MiB): shorter
- * checkpoints, more often, than the standalone `WAL_AUTOCHECKPOINT_PAGES` (`db/open.ts`). It
- * is the backstop: the background checkpoints (`db/checkpointer.ts`) normally copy the WAL back
- * first, and an automatic checkpoint then finds little left to copy.
- */
-export const IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES = 4_000;
 
 /** Which parts of the index run in this process (all default to true). */
 export interface AppviewComponents {
@@ -162,7 +159,12 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       ...(sharing ? IN_PROCESS_CONSUMER : {}),
       idleTimeoutMs: config.streamIdleTimeoutMs,
     };
-    if (sharing) db.exec(`PRAGMA wal_autocheckpoint = ${IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES}`);
+    // The shared connection keeps the standalone `wal_autocheckpoint` (WAL_AUTOCHECKPOINT_PAGES,
+    // `db/open.ts`). A 4,000-page override here (shorter checkpoints, more often) cost the
+    // 2,000-op transactions of an in-process consumer about 20%: `applyOps` at 600k ops in
+    // 2,000-op calls did 12,800 ops/s at 4,000 pages against 15,900 at 8,000; the public-ingest
+    // benchmark (alternating runs) 10,500 and 10,000 against 11,400 and 11,700 events/s, with
+    // /healthz polls no slower (p99 530-590 ms against 420-470 ms) (issue 36).
     if (want.localConsumer) {
       const consumer = createLocalStreamConsumer(ctx, { ...shared, ...opts.localStream });
       consumer.start();

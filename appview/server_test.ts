@@ -12,7 +12,7 @@ import {
   makeCommit,
   startFakeRepoStream,
 } from "./ingest/_stream_testing.ts";
-import { IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES, startAppview } from "./server.ts";
+import { startAppview } from "./server.ts";
 import { WAL_AUTOCHECKPOINT_PAGES } from "./db/open.ts";
 import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts";
 
@@ -77,10 +77,10 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
     assert.equal(post.post?.text, "pushed");
     assert.equal(lines.filter((l) => l.msg === WARN_CORS_UNSET).length, 1);
     assert.equal(lines.filter((l) => l.msg === WARN_INGEST_SECRET_UNSET).length, 0);
-    // Consumers beside the HTTP API: shorter checkpoints on the shared connection.
+    // Consumers beside the HTTP API: the shared connection checkpoints as a standalone one.
     assert.deepEqual(
       { ...appview.ctx.db.prepare("PRAGMA wal_autocheckpoint").get() },
-      { wal_autocheckpoint: IN_PROCESS_WAL_AUTOCHECKPOINT_PAGES },
+      { wal_autocheckpoint: WAL_AUTOCHECKPOINT_PAGES },
     );
   } finally {
     await appview.close();
