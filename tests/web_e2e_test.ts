@@ -588,6 +588,29 @@ Deno.test({
       },
     );
 
+    await t.step("the keyboard alone reaches the content and likes a post", async () => {
+      await go(a, `${base}/`, "Home");
+      const second = "A second one, no picture this time";
+      await waitUntil(a, `${postWith(second)}?.querySelector('button.like[aria-pressed="false"]')`);
+      await a.keyboard.press("Tab");
+      assert.equal(await a.evaluate(`document.activeElement.textContent`), "Skip to content");
+      await a.keyboard.press("Enter");
+      assert.equal(await a.evaluate(`document.activeElement.id`), "main");
+      let reached = false;
+      for (let i = 0; i < 60 && !reached; i++) {
+        await a.keyboard.press("Tab");
+        reached = await a.evaluate(
+          `document.activeElement === ${postWith(second)}.querySelector("button.like")`,
+        ) as boolean;
+      }
+      assert.ok(reached, "Tab reaches the post's like button");
+      await a.keyboard.press("Space");
+      await waitUntil(
+        a,
+        `${postWith(second)}.querySelector('button.like[aria-pressed="true"]:not([disabled])')`,
+      );
+    });
+
     await t.step("search finds posts; the empty and no-result states say so", async () => {
       await go(a, `${base}/search`, "Search");
       assert.equal(
