@@ -145,6 +145,9 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     const value = env[name]?.trim();
     return value === undefined || value === "" ? undefined : value;
   };
+  /** An integer variable within [min, max], its default from {@link DEFAULTS}. */
+  const intVar = (name: keyof typeof DEFAULTS, min: number, max: number): number =>
+    parseIntIn(name, get(name) ?? DEFAULTS[name], min, max);
   const dataDir = get("DATA_DIR") ?? DEFAULTS.DATA_DIR;
   const publicUrl = parseUrl("PDS_PUBLIC_URL", get("PDS_PUBLIC_URL") ?? DEFAULTS.PDS_PUBLIC_URL);
   const appviewPublicUrl = parseUrl(
@@ -164,7 +167,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
   return Object.freeze({
     dataDir,
     hostname: get("PDS_HOSTNAME") ?? DEFAULTS.PDS_HOSTNAME,
-    port: parseIntIn("PDS_PORT", get("PDS_PORT") ?? DEFAULTS.PDS_PORT, 0, 65535),
+    port: intVar("PDS_PORT", 0, 65535),
     publicUrl: publicUrl.origin,
     serviceDid: didWebFromUrl(publicUrl),
     jwtSecret,
@@ -183,54 +186,14 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
       ? appviewPublicUrl.origin
       : parseUrl("APPVIEW_INTERNAL_URL", internal).origin,
     ingestSecret: get("APPVIEW_INGEST_SECRET") ?? null,
-    streamMaxBufferedBytes: parseIntIn(
-      "PDS_STREAM_MAX_BUFFERED_BYTES",
-      get("PDS_STREAM_MAX_BUFFERED_BYTES") ?? DEFAULTS.PDS_STREAM_MAX_BUFFERED_BYTES,
-      1024,
-      64 * 1024 * 1024,
-    ),
-    streamStallTimeoutSeconds: parseIntIn(
-      "PDS_STREAM_STALL_TIMEOUT_SECONDS",
-      get("PDS_STREAM_STALL_TIMEOUT_SECONDS") ?? DEFAULTS.PDS_STREAM_STALL_TIMEOUT_SECONDS,
-      1,
-      86_400,
-    ),
-    streamReservedConnections: parseIntIn(
-      "PDS_STREAM_RESERVED_CONNECTIONS",
-      get("PDS_STREAM_RESERVED_CONNECTIONS") ?? DEFAULTS.PDS_STREAM_RESERVED_CONNECTIONS,
-      0,
-      100,
-    ),
-    eventRetentionDays: parseIntIn(
-      "PDS_EVENT_RETENTION_DAYS",
-      get("PDS_EVENT_RETENTION_DAYS") ?? DEFAULTS.PDS_EVENT_RETENTION_DAYS,
-      1,
-      3650,
-    ),
-    signupsPerHour: parseIntIn(
-      "PDS_SIGNUPS_PER_HOUR",
-      get("PDS_SIGNUPS_PER_HOUR") ?? DEFAULTS.PDS_SIGNUPS_PER_HOUR,
-      1,
-      1_000_000,
-    ),
-    loginsPerHour: parseIntIn(
-      "PDS_LOGINS_PER_HOUR",
-      get("PDS_LOGINS_PER_HOUR") ?? DEFAULTS.PDS_LOGINS_PER_HOUR,
-      1,
-      1_000_000,
-    ),
-    passwordHashConcurrency: parseIntIn(
-      "PDS_PASSWORD_HASH_CONCURRENCY",
-      get("PDS_PASSWORD_HASH_CONCURRENCY") ?? DEFAULTS.PDS_PASSWORD_HASH_CONCURRENCY,
-      1,
-      64,
-    ),
-    passwordHashQueue: parseIntIn(
-      "PDS_PASSWORD_HASH_QUEUE",
-      get("PDS_PASSWORD_HASH_QUEUE") ?? DEFAULTS.PDS_PASSWORD_HASH_QUEUE,
-      0,
-      10_000,
-    ),
+    streamMaxBufferedBytes: intVar("PDS_STREAM_MAX_BUFFERED_BYTES", 1024, 64 * 1024 * 1024),
+    streamStallTimeoutSeconds: intVar("PDS_STREAM_STALL_TIMEOUT_SECONDS", 1, 86_400),
+    streamReservedConnections: intVar("PDS_STREAM_RESERVED_CONNECTIONS", 0, 100),
+    eventRetentionDays: intVar("PDS_EVENT_RETENTION_DAYS", 1, 3650),
+    signupsPerHour: intVar("PDS_SIGNUPS_PER_HOUR", 1, 1_000_000),
+    loginsPerHour: intVar("PDS_LOGINS_PER_HOUR", 1, 1_000_000),
+    passwordHashConcurrency: intVar("PDS_PASSWORD_HASH_CONCURRENCY", 1, 64),
+    passwordHashQueue: intVar("PDS_PASSWORD_HASH_QUEUE", 0, 10_000),
     logLevel,
   });
 }

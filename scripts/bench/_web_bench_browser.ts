@@ -1,7 +1,7 @@
 /**
- * The browser side of `web_bench.ts`: Debian's Chromium, headless, driven by puppeteer-core, and
- * the probe each page of the app gets before its own scripts run. The probe records when 30
- * posts are painted, and every long animation frame (`long-animation-frame`, Chromium's
+ * The browser side of `web_bench.ts` (Chromium is launched as the browser tests launch it,
+ * `tests/_browser.ts`): the probe each page of the app gets before its own scripts run. It
+ * records when 30 posts are painted, and every long animation frame (`long-animation-frame`, Chromium's
  * threshold: over 50 ms) and long task (`longtask`, the fallback).
  *
  * Page-side code is a string: the scripts are type-checked without the DOM library.
@@ -9,45 +9,10 @@
  * @module
  */
 
-import puppeteer, { type Browser, type Page } from "puppeteer-core";
-
-/** Debian's Chromium (`CHROMIUM_PATH` overrides it). */
-const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
-
-/** No sandbox (root), and no calls of Chromium's own to the network. */
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-  "--disable-quic",
-];
+import type { Browser, Page } from "puppeteer-core";
 
 /** The posts of the first screen of the home timeline (one page). */
 export const FIRST_SCREEN_POSTS = 30;
-
-/** A headless Chromium with a profile folder of its own, removed on close. */
-export interface BenchBrowser extends AsyncDisposable {
-  readonly browser: Browser;
-  close(): Promise<void>;
-}
-
-/** Launches headless Chromium. */
-export async function launchChromium(): Promise<BenchBrowser> {
-  const profile = await Deno.makeTempDir({ prefix: "social-web-bench-chromium-" });
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [...CHROMIUM_ARGS, `--user-data-dir=${profile}`],
-  });
-  const close = async () => {
-    await browser.close();
-    await Deno.remove(profile, { recursive: true }).catch(() => {});
-  };
-  return { browser, close, [Symbol.asyncDispose]: close };
-}
 
 /**
  * Runs in each document before the app: `__webBench.painted` is `performance.now()` (relative

@@ -23,6 +23,7 @@
  * (`WEB_BENCH_SCROLL_STEP_MS=0` scrolls one viewport per animation frame instead of per 100 ms).
  */
 
+import { launchBrowser } from "../../tests/_browser.ts";
 import type { Browser } from "puppeteer-core";
 import { createLogger } from "../../shared/log.ts";
 import { accessClaims, didDocument, makeSigner, PDS_DID } from "../../appview/auth/_testing.ts";
@@ -32,7 +33,6 @@ import { startAppview } from "../../appview/server.ts";
 import { type BenchResult, percentile, printTable } from "./_types.ts";
 import {
   FIRST_SCREEN_POSTS,
-  launchChromium,
   type LongFrame,
   navigateHome,
   type Navigation,
@@ -217,7 +217,7 @@ export async function benchWeb(): Promise<BenchResult[]> {
         accessClaims(now, { sub: did, aud: PDS_DID, scope: "com.atproto.refresh" }),
       ),
     };
-    await using chromium = await launchChromium();
+    await using chromium = await launchBrowser();
     const page = await openAppPage(chromium.browser, { origin, sessionKey: SESSION_KEY, session });
     // Alternately with and without the HTTP cache, so that neither gets the warmer server.
     const runs = { cached: [] as Navigation[], uncached: [] as Navigation[] };
