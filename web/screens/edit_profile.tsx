@@ -141,36 +141,23 @@ export function EditProfile(): JSX.Element {
           />
           {avatar?.note && <p class="hint" role="status">{avatar.note}</p>}
         </fieldset>
-        <label for="edit-name">Display name</label>
-        <input
+        <CountedField
           id="edit-name"
-          type="text"
+          label="Display name"
           value={nameValue}
-          aria-describedby="edit-name-count"
-          aria-invalid={nameCount > MAX_DISPLAY_NAME_GRAPHEMES}
-          onInput={(e) => setName((e.target as HTMLInputElement).value)}
+          count={nameCount}
+          max={MAX_DISPLAY_NAME_GRAPHEMES}
+          onInput={setName}
         />
-        <p
-          id="edit-name-count"
-          class={`hint counter${nameCount > MAX_DISPLAY_NAME_GRAPHEMES ? " over" : ""}`}
-        >
-          {nameCount}/{MAX_DISPLAY_NAME_GRAPHEMES}
-        </p>
-        <label for="edit-description">Description</label>
-        <textarea
+        <CountedField
           id="edit-description"
-          rows={4}
+          label="Description"
           value={descValue}
-          aria-describedby="edit-description-count"
-          aria-invalid={descCount > MAX_DESCRIPTION_GRAPHEMES}
-          onInput={(e) => setDescription((e.target as HTMLTextAreaElement).value)}
+          count={descCount}
+          max={MAX_DESCRIPTION_GRAPHEMES}
+          multiline
+          onInput={setDescription}
         />
-        <p
-          id="edit-description-count"
-          class={`hint counter${descCount > MAX_DESCRIPTION_GRAPHEMES ? " over" : ""}`}
-        >
-          {descCount}/{MAX_DESCRIPTION_GRAPHEMES}
-        </p>
         {error && <p class="inline-error" role="alert">{error}</p>}
         {saved && (
           <p class="notice" role="status">
@@ -184,6 +171,35 @@ export function EditProfile(): JSX.Element {
           {busy ? "Saving…" : "Save"}
         </button>
       </form>
+    </>
+  );
+}
+
+/** A labelled text field with its grapheme counter (the limit the account host enforces). */
+function CountedField(props: {
+  id: string;
+  label: string;
+  value: string;
+  count: number;
+  max: number;
+  multiline?: boolean;
+  onInput: (value: string) => void;
+}): JSX.Element {
+  const over = props.count > props.max;
+  const field = {
+    id: props.id,
+    value: props.value,
+    "aria-describedby": `${props.id}-count`,
+    "aria-invalid": over,
+    onInput: (e: Event) => props.onInput((e.target as HTMLInputElement).value),
+  };
+  return (
+    <>
+      <label for={props.id}>{props.label}</label>
+      {props.multiline ? <textarea rows={4} {...field} /> : <input type="text" {...field} />}
+      <p id={`${props.id}-count`} class={`hint counter${over ? " over" : ""}`}>
+        {props.count}/{props.max}
+      </p>
     </>
   );
 }
