@@ -124,6 +124,16 @@ export function startFakeJetstream(): FakeJetstream {
 /** Absolute path of the repository root. */
 export const REPO_ROOT = new URL("../", import.meta.url);
 
+/** Environment passed through to subprocesses (the rest is cleared). */
+export function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
 /**
  * The command line of the `deno.json` task `name`, whether the task is written as a string or as
  * `{command, dependencies}` (the tasks that build the web app first).

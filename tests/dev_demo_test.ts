@@ -7,17 +7,7 @@
 
 import assert from "node:assert/strict";
 import { freePort } from "./_system.ts";
-import { REPO_ROOT, waitFor } from "./_util.ts";
-
-/** Environment passed through to subprocesses (the rest is cleared). */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1" };
-  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
-}
+import { baseEnv, REPO_ROOT, waitFor } from "./_util.ts";
 
 async function readAll(stream: ReadableStream<Uint8Array>, sink: string[]): Promise<void> {
   const decoder = new TextDecoderStream();

@@ -35,6 +35,7 @@ import { revOf } from "../../appview/ingest/_stream_testing.ts";
 import { COLLECTION_LIKE, COLLECTION_POST, COLLECTION_REPOST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import { freePort } from "../../tests/_system.ts";
+import { baseEnv } from "../../tests/_util.ts";
 import { type BenchResult, printTable } from "./_types.ts";
 import { generateOps } from "./ingest_bench.ts";
 
@@ -84,16 +85,6 @@ function buildBacklog(total: number) {
     toJetstreamEvent(op, FIRST_TIME_US + i * SPACING_US, revOf(i + 1))
   );
   return { events, expected: expectedRows(ops) };
-}
-
-/** Environment passed through to dev (the rest is cleared). */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1" };
-  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
 }
 
 /** Output of a command, or null when it fails (`/proc` is closed to Deno without --allow-all). */
