@@ -1,5 +1,5 @@
 /**
- * Configuration of the index (DESIGN.md section 5, spec 5.3). The only module of the index that
+ * Configuration of the index (docs/behaviour.md 11, spec 5.3). The only module of the index that
  * reads the environment: raw values in, a validated, frozen config out. A bad value fails at
  * startup naming the variable.
  *

@@ -1,5 +1,5 @@
 /**
- * Entry point of the index (DESIGN.md section 6):
+ * Entry point of the index (docs/architecture.md 5):
  *
  * - `deno task appview` (no argument): the HTTP API, the local-stream consumer, the public-stream
  *   consumer (when `APPVIEW_JETSTREAM_URL` is set) and handle sync, in one process;

@@ -1,5 +1,5 @@
 /**
- * Account host configuration (DESIGN.md section 5). The only module of `pds/` that sees the
+ * Account host configuration (docs/behaviour.md 11). The only module of `pds/` that sees the
  * environment: raw variables in, a validated, frozen {@link PdsConfig} out. A bad value fails
  * with a {@link ConfigError} naming the variable.
  *

@@ -1,4 +1,4 @@
-// Account host configuration (DESIGN.md section 5; spec 5.1 service DIDs, 5.3 switches).
+// Account host configuration (docs/behaviour.md 11; spec 5.1 service DIDs, 5.3 switches).
 
 import assert from "node:assert/strict";
 import { ConfigError, loadPdsConfig } from "./config.ts";

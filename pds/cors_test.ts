@@ -1,4 +1,4 @@
-// CORS of the account host (spec 5, DESIGN.md section 4; PDS_CORS_ORIGINS). Unset, browser
+// CORS of the account host (spec 5, docs/behaviour.md 10.1 and 11; PDS_CORS_ORIGINS). Unset, browser
 // clients on any origin may call it (tokens are bearer headers, never cookies); with a list, only
 // the listed origins. The headers are on every answer, and preflights are answered.
 

@@ -1,4 +1,4 @@
-// PDS_JWT_SECRET (DESIGN.md section 5): required by `deno task pds` (issue 36); generated for
+// PDS_JWT_SECRET (docs/behaviour.md 11): required by `deno task pds` (issue 36); generated for
 // `deno task dev` by loadOrCreateJwtSecret.
 
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// Starting the account host (DESIGN.md section 5: PDS_PORT).
+// Starting the account host (docs/behaviour.md 11: PDS_PORT).
 
 import assert from "node:assert/strict";
 import { makeTempDir } from "../tests/_util.ts";

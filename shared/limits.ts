@@ -6,7 +6,7 @@
  * @module
  */
 
-/** Post text limit in grapheme clusters (spec 8; DESIGN.md section 4). */
+/** Post text limit in grapheme clusters (spec 8; docs/behaviour.md 10.10). */
 export const MAX_POST_GRAPHEMES = 160;
 /** Profile display name limit in grapheme clusters. */
 export const MAX_DISPLAY_NAME_GRAPHEMES = 64;

@@ -124,7 +124,7 @@ export function opsFromCommitEvent(body: Record<string, unknown>): IndexOp[] {
 }
 
 /**
- * Converts one parsed Jetstream event (DESIGN.md section 4, "Public stream"): a `commit` gives
+ * Converts one parsed Jetstream event (docs/behaviour.md 10.8, "Public stream"): a `commit` gives
  * one {@link RecordOp}, an `identity` one {@link HandleOp} (lower-cased; null when absent or not
  * a valid handle), an `account` of an active account one {@link AccountOp} (an inactive one
  * nothing).
@@ -159,7 +159,7 @@ export function opsFromJetstream(event: unknown): IndexOp[] {
 }
 
 /**
- * Converts a push body of `/internal/ingest-commit` (DESIGN.md section 4, "Push ingest"):
+ * Converts a push body of `/internal/ingest-commit` (docs/behaviour.md 10.7, "Push ingest"):
  * `{did, handle?, rev, since?, commit, ops: [{action, collection, rkey, cid, record}]}` (`since`,
  * the previous commit's rev, orders pushes against the local stream in the write path). A
  * `handle` gives a leading {@link HandleOp}.

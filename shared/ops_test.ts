@@ -182,7 +182,7 @@ Deno.test("opsFromCommitEvent throws only OpsError on randomly corrupted CAR byt
   }
 });
 
-Deno.test("opsFromJetstream converts identity and account events (DESIGN.md section 4)", () => {
+Deno.test("opsFromJetstream converts identity and account events (docs/behaviour.md 10.8)", () => {
   const identity = (handle: unknown) => ({
     did: DID,
     time_us: 1,

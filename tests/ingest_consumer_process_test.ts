@@ -1,5 +1,5 @@
 /**
- * The local-stream consumer as a real process (`deno task consumer:local`, DESIGN.md section 6):
+ * The local-stream consumer as a real process (`deno task consumer:local`, docs/architecture.md 5):
  * killed with SIGKILL mid-stream and restarted, it ends with the same tables as an uninterrupted
  * run (spec 6.2 rule 2: the cursor is stored with the ops it covers); its state shows in the
  * `/healthz` of another process through the status rows; SIGTERM stops it cleanly.

@@ -1,5 +1,5 @@
 /**
- * Order across the index's ingest sources (spec 6.2 rules 4 and 5, 6.3, 6.4; DESIGN.md section 4):
+ * Order across the index's ingest sources (spec 6.2 rules 4 and 5, 6.3, 6.4; docs/behaviour.md 10.7, 10.8):
  * a push that arrives late (after the local stream applied that commit and a newer one) or early
  * (before the commit preceding it) is passed over and the local stream stays authoritative; a
  * push-only index applies a repository's commits in order from its first; a rewound public

@@ -1,5 +1,5 @@
-// An off-the-shelf atproto client against the account host (DESIGN.md section 4: "an
-// off-the-shelf atproto client must work unchanged, including its automatic session refresh";
+// An off-the-shelf atproto client against the account host (docs/behaviour.md 10.1: an
+// off-the-shelf atproto client works unchanged, its automatic session refresh included;
 // spec 5.1 token lifetimes).
 
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// The query API's body bound (DESIGN.md section 8 "limits enforced on the server").
+// The query API's body bound (docs/behaviour.md 10.10, the bounds on request bodies).
 
 import assert from "node:assert/strict";
 import { Hono } from "hono";

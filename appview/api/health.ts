@@ -1,5 +1,5 @@
 /**
- * `GET /healthz` (spec 4.2; DESIGN.md section 4): 200 with
+ * `GET /healthz` (spec 4.2; docs/behaviour.md 10.9): 200 with
  * `{status, consumers: {public: {...}, local: {...}}}`, each consumer reporting `state`
  * (`disabled|connecting|live|backoff`), `cursor`, `last_event_at`, `last_error` and
  * `updated_at`, read from the `consumer_status` rows so the report is right also when the

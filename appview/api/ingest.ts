@@ -1,5 +1,5 @@
 /**
- * `POST /internal/ingest-commit` (spec 4.2, 5.3, 6.4; DESIGN.md section 4): the account host's
+ * `POST /internal/ingest-commit` (spec 4.2, 5.3, 6.4; docs/behaviour.md 10.7): the account host's
  * best-effort push of each commit.
  *
  * Authentication: `Authorization: Bearer <APPVIEW_INGEST_SECRET>`, compared in constant time

@@ -1,5 +1,5 @@
 /**
- * Query parameters of the index API (DESIGN.md section 4): `limit` defaults to 30 and is capped
+ * Query parameters of the index API (docs/behaviour.md 10.9): `limit` defaults to 30 and is capped
  * at 100; an invalid `limit` or `cursor`, or a missing required parameter, is 400
  * `InvalidRequest` naming the parameter.
  *

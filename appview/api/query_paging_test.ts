@@ -1,5 +1,5 @@
 /**
- * Paging (DESIGN.md section 4): 1,000 items with `limit=30` on the timeline, notifications,
+ * Paging (docs/behaviour.md 10.9): 1,000 items with `limit=30` on the timeline, notifications,
  * followers and search come back each exactly once, in order, with a final `cursor` of null; new
  * posts indexed between pages never cause a duplicate or a skip.
  */

@@ -2,7 +2,7 @@
  * Single posts and threads (spec 2.8, 4.2 rules 4-5, public):
  * - `GET /api/post/<uri>`: `ThreadResponse` `{post, thread: {parent, root}, like_count?,
  *   repost_count?}`;
- * - `GET /api/thread?uri=` and `GET /api/thread/<uri>` (DESIGN.md section 4): `ThreadFullResponse`
+ * - `GET /api/thread?uri=` and `GET /api/thread/<uri>` (docs/behaviour.md 10.9): `ThreadFullResponse`
  *   `{post, parents, root, replies, like_count?, repost_count?, viewer_liked?, viewer_reposted?}`.
  *
  * The URI in the path keeps its slashes (`/api/post/at://did:plc:x/app.social.feed.post/3k...`);

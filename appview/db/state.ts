@@ -20,7 +20,7 @@ export const CURSOR_PUBLIC_TIME_US = "public_time_us";
 export const CONSUMER_PUBLIC = "public";
 export const CONSUMER_LOCAL = "local";
 
-/** State of a stream consumer (DESIGN.md section 4, `/healthz`). */
+/** State of a stream consumer (docs/behaviour.md 10.9, `/healthz`). */
 export type ConsumerState = "disabled" | "connecting" | "live" | "backoff";
 
 /** One `consumer_status` row. */

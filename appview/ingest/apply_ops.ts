@@ -1,5 +1,5 @@
 /**
- * The index write path (STYLE.md practice 9): every change from the three sources (local stream,
+ * The index write path (docs/architecture.md 6.9): every change from the three sources (local stream,
  * public stream, push) goes through {@link IndexWriter.applyOps}. Ops are applied in
  * `BEGIN IMMEDIATE ... COMMIT` transactions of up to `batchSize` ops with statements prepared
  * once. Writes are idempotent upserts (spec 6.2 rule 4): the same op twice leaves the same rows

@@ -1,5 +1,5 @@
 /**
- * Public-stream consumer (spec 6.3; DESIGN.md section 4 "Public stream"): a Jetstream JSON client
+ * Public-stream consumer (spec 6.3; docs/behaviour.md 10.8 "Public stream"): a Jetstream JSON client
  * of `config.jetstreamUrl` (`?wantedCollections=app.social.*`), disabled when that is null.
  *
  * The cursor is Jetstream's `time_us` (microseconds, about 1.7e15), stored in its own row

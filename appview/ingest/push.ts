@@ -1,5 +1,5 @@
 /**
- * Push ingest (spec 6.4; DESIGN.md section 4 "Push ingest"): the account host POSTs each commit
+ * Push ingest (spec 6.4; docs/behaviour.md 10.7 "Push ingest"): the account host POSTs each commit
  * as JSON `{did, handle, rev, since, commit, blocks, ops: [{action, collection, rkey, cid,
  * record}]}` where `commit` is the commit block's CID and `blocks` the CAR of the `#commit`
  * stream frame (root = the commit; the commit, the new tree nodes and the new records) as lex

@@ -1,5 +1,5 @@
 /**
- * Paging cursors of the query API (DESIGN.md section 4): an opaque base64url string of the sort
+ * Paging cursors of the query API (docs/behaviour.md 10.9): an opaque base64url string of the sort
  * key of the last item returned. Every list is ordered by a key that is unique per item (a time
  * plus a tiebreak), and the next page starts strictly below it, so paging never repeats or skips
  * an item, and items indexed meanwhile (newer keys) never shift the pages below.

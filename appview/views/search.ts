@@ -1,5 +1,5 @@
 /**
- * Full-text search (spec 4.2, DESIGN.md section 8): FTS5 over post text, newest first. The user's
+ * Full-text search (spec 4.2, docs/behaviour.md 12): FTS5 over post text, newest first. The user's
  * input is never FTS5 syntax: it is split on white space and every word becomes a quoted string
  * (inner quotes doubled), joined by spaces (an implicit AND). Quotes, operators (`AND`, `NEAR`,
  * `-`, `*`, `^`, column filters) and unbalanced parentheses are plain text, so no input makes

@@ -1,5 +1,5 @@
 /**
- * The one write path of the repository (STYLE.md rule 9): {@link RepoService.applyWrites}
+ * The one write path of the repository (docs/architecture.md 6.9): {@link RepoService.applyWrites}
  * validates records, assigns TID record keys, overlays profile updates (spec 4.1 rule 3),
  * updates the MST, signs the commit and stores blocks, the root, the record index and the
  * commit's event at the next seq in one Deno KV atomic operation (spec 6.1 rules 1-2).

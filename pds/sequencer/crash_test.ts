@@ -1,5 +1,5 @@
-// Crash and multi-process claims with real account-host processes (spec 6.1 rules 1-2; DESIGN.md
-// section 4 "Event stream"): SIGKILL during writes loses no acknowledged write, leaves one
+// Crash and multi-process claims with real account-host processes (spec 6.1 rules 1-2; docs/behaviour.md
+// 10.6 "Event stream"): SIGKILL during writes loses no acknowledged write, leaves one
 // event per commit and no seq gap; a second process on the same KV file streams every commit.
 
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// The push's HTTP/1.1 client (spec 6.4; DESIGN.md section 4 "Push ingest"), against a real
+// The push's HTTP/1.1 client (spec 6.4; docs/behaviour.md 10.7 "Push ingest"), against a real
 // Deno.serve server and against scripted raw TCP servers for the framings Deno.serve never sends.
 
 import assert from "node:assert/strict";

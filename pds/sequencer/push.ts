@@ -1,5 +1,5 @@
 /**
- * Push ingest (spec 6.4; DESIGN.md section 4 "Push ingest"): after each commit made by this
+ * Push ingest (spec 6.4; docs/behaviour.md 10.7 "Push ingest"): after each commit made by this
  * process, the account host POSTs it to `{APPVIEW_INTERNAL_URL}/internal/ingest-commit` with
  * `Authorization: Bearer <APPVIEW_INGEST_SECRET>` and the JSON body
  * `{did, handle, rev, since, commit, blocks, ops: [{action, collection, rkey, cid, record}]}`
@@ -51,7 +51,7 @@ export interface PushOp {
   record: unknown;
 }
 
-/** The push body (DESIGN.md section 4). */
+/** The push body (docs/behaviour.md 10.7). */
 export interface PushBody {
   did: string;
   handle: string | null;

@@ -1,5 +1,5 @@
 // Push of every commit to the index's `/internal/ingest-commit` (spec 5.3 APPVIEW_INGEST_SECRET,
-// 6.2 rule 5, 6.4; DESIGN.md section 4 "Push ingest"), against a real HTTP server as the index.
+// 6.2 rule 5, 6.4; docs/behaviour.md 10.7 "Push ingest"), against a real HTTP server as the index.
 
 import assert from "node:assert/strict";
 import { formatCid } from "../../shared/cid.ts";
@@ -45,7 +45,7 @@ function warnings(lines: string[], msg: string): Record<string, unknown>[] {
 const FAILED = "push to the index failed; the local stream still delivers commits";
 const RECOVERED = "push to the index recovered";
 
-Deno.test("every commit is pushed to the index with the secret, the DESIGN.md section 4 body and the previous rev as since", async () => {
+Deno.test("every commit is pushed to the index with the secret, the docs/behaviour.md 10.7 body and the previous rev as since", async () => {
   const index = fakeIndex();
   await using _index = index.server;
   await using s = await startTestServer({

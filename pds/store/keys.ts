@@ -1,6 +1,6 @@
 /**
  * Every Deno KV key of the account host, built by small functions so that the key layout lives
- * in one place (STYLE.md rule 10). Keys are arrays; the first part names the table.
+ * in one place (docs/architecture.md 6.10). Keys are arrays; the first part names the table.
  *
  * @module
  */

@@ -1,5 +1,5 @@
 // Identity: /.well-known/did.json (spec 4.1, 5.1), resolveHandle by GET and POST (spec 4.1,
-// 4.3 rule 1), account DID documents (DESIGN.md section 4 "DIDs").
+// 4.3 rule 1), account DID documents (docs/behaviour.md 10.4 "DIDs").
 
 import assert from "node:assert/strict";
 import { base58btc } from "multiformats/bases/base58";

@@ -1,5 +1,5 @@
 // Failed-login throttling per (address, account), per account and per address (spec 4.1, 8;
-// DESIGN.md section 4 "Passwords"; issue 36 items 2 and 7): behind a reverse proxy every client
+// docs/behaviour.md 10.3 "Passwords"; issue 36 items 2 and 7): behind a reverse proxy every client
 // has one address, so one client's wrong passwords must not lock other accounts out; attempts
 // count when they arrive; an attacker gets a growing delay, the owner elsewhere gets in.
 

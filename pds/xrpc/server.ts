@@ -1,7 +1,7 @@
 /**
  * `com.atproto.server.*` over XRPC: describeServer, createAccount, createSession,
- * refreshSession, getSession, deleteSession (reference atproto.md section 2; DESIGN.md
- * section 4). HTTP only: the work is done in `pds/accounts/`.
+ * refreshSession, getSession, deleteSession (reference atproto.md section 2; docs/behaviour.md
+ * 10.1-10.3). HTTP only: the work is done in `pds/accounts/`.
  *
  * @module
  */

@@ -1,5 +1,5 @@
 // Sessions: createSession, refreshSession, getSession, deleteSession (spec 2.13, 4.1, 5.1, 8;
-// DESIGN.md section 4 "Refresh token presentation" and "Passwords").
+// docs/behaviour.md 10.2 "Refresh token" and 10.3 "Passwords").
 
 import assert from "node:assert/strict";
 import { Hono } from "hono";

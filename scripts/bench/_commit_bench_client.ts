@@ -16,8 +16,8 @@
  * do), not `fetch`: about 0.12 ms of client CPU per request instead of 0.22 ms. The host still
  * parses real HTTP/1.1 from real TCP connections.
  *
- * With `--sink` it is instead the index's push endpoint (`/internal/ingest-commit`, DESIGN.md
- * section 4) for the whole bench: it prints `{url}` as one line, answers every push with 200,
+ * With `--sink` it is instead the index's push endpoint (`/internal/ingest-commit`, docs/behaviour.md
+ * 10.7) for the whole bench: it prints `{url}` as one line, answers every push with 200,
  * answers `GET /cpu` with `{cpuMs}` (its CPU time so far), and when its stdin closes prints
  * `{pushes}` (the count received) and exits. The account host then pays for its pushes (body
  * building, the request) as in a deployment, without also serving them.

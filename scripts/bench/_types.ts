@@ -1,4 +1,4 @@
-/** One figure measured by a benchmark, compared with its budget (DESIGN.md section 8). */
+/** One figure measured by a benchmark, compared with its budget (docs/behaviour.md 12). */
 export interface BenchResult {
   /** What was measured, e.g. "index ingest (applyOps, realistic mix)". */
   name: string;

@@ -1,5 +1,5 @@
 /**
- * Token checks on the index's private endpoints (DESIGN.md section 8: >= 30,000/s for repeated
+ * Token checks on the index's private endpoints (docs/behaviour.md 12: >= 30,000/s for repeated
  * tokens). Requests go through the real middleware (`requireViewer` + `checkSubject`) of a small
  * Hono app, in process via `app.request()` (no sockets); the DID document is served by a real
  * HTTP server on port 0 and fetched once. Requests are issued in waves of 64 concurrent.

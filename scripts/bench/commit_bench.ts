@@ -1,5 +1,5 @@
 /**
- * Account host commits (DESIGN.md section 8: createRecord across 100 accounts, >= 1,000
+ * Account host commits (docs/behaviour.md 12: createRecord across 100 accounts, >= 1,000
  * commits/s, p99 <= 25 ms). Goes through HTTP on a real account host (`startPds` on port 0, a
  * KV file in a temp dir): token check, validation, MST update, signing, the KV atomic commit
  * with its event. The load comes from a separate client process (`_commit_bench_client.ts`), so

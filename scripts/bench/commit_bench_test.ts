@@ -1,5 +1,5 @@
 /**
- * The commit benchmark's reading of the machine's busy time (DESIGN.md section 8: the p99 budget
+ * The commit benchmark's reading of the machine's busy time (docs/behaviour.md 12: the p99 budget
  * of createRecord assumes the host has the box's cores).
  */
 

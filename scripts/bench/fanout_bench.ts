@@ -1,5 +1,5 @@
 /**
- * subscribeRepos fan-out (DESIGN.md section 8: 1,000 subscribers x 100 commits/s, delivery p99
+ * subscribeRepos fan-out (docs/behaviour.md 12: 1,000 subscribers x 100 commits/s, delivery p99
  * <= 250 ms, each frame encoded once).
  *
  * A real account host (`startPds`, temp KV file, port 0) takes `createRecord` calls over HTTP at

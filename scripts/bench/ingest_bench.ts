@@ -1,5 +1,5 @@
 /**
- * Index ingest benchmark (DESIGN.md section 8): ops/s through `IndexWriter.applyOps` on a
+ * Index ingest benchmark (docs/behaviour.md 12): ops/s through `IndexWriter.applyOps` on a
  * temporary SQLite file, for a realistic mix of posts (with full-text indexing and replies),
  * likes, reposts, follows, deletes, profile records and handle ops, most of them creating
  * notifications. Ops are generated before the clock starts; validation, SQL and commits are

@@ -1,6 +1,6 @@
 /**
  * `deno task bench [name...]`: runs the benchmarks under `scripts/bench/` and prints one table
- * (name, figure, budget, pass/miss) against the budgets of DESIGN.md section 8.
+ * (name, figure, budget, pass/miss) against the budgets of docs/behaviour.md 12.
  *
  * Each benchmark runs in a process of its own (this script again, with `--child <name>`), as
  * each server runs in a deployment: the account host's commit latency is not measured in a
@@ -35,7 +35,7 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
  * collection"). Concurrent marking is off: on a 2-core box, V8's marking threads took the cores
  * the main thread and KV's SQLite writer were using, and each major GC of the account host became
  * a burst of createRecord latency (p99 at 1,000/s stayed within 25 ms in 3 of 16 runs with it, 10
- * of 16 without; spec 4.1, DESIGN.md section 8). A 256 MB initial old space makes those major
+ * of 16 without; spec 4.1, docs/behaviour.md 12). A 256 MB initial old space makes those major
  * GCs about 3-8 times rarer under load, for about 250-300 MB of heap.
  */
 export const SERVER_V8_FLAGS: readonly string[] = [

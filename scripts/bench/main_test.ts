@@ -1,6 +1,6 @@
 /**
- * The benchmark processes run as the server tasks do (spec 4.1 and 6.3 budgets, DESIGN.md
- * section 8): with the same V8 flags, and with the bench task's permissions.
+ * The benchmark processes run as the server tasks do (spec 4.1 and 6.3 budgets, docs/behaviour.md
+ * 12): with the same V8 flags, and with the bench task's permissions.
  */
 
 import assert from "node:assert/strict";

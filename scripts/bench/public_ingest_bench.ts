@@ -1,5 +1,5 @@
 /**
- * Public-stream ingest benchmark (issue 36 item 11; DESIGN.md section 8, ">= 20,000 ops/s
+ * Public-stream ingest benchmark (issue 36 item 11; docs/behaviour.md 12, ">= 20,000 ops/s
  * sustained"): events/s from a Jetstream stand-in to committed rows, black-box through
  * `deno task dev`'s public consumer, the way an operator runs it: dev is spawned with a fresh
  * `DATA_DIR` under `./data` and `APPVIEW_JETSTREAM_URL` pointing at the stand-in, which serves a

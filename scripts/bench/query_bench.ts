@@ -1,5 +1,5 @@
 /**
- * Query API latency at scale (DESIGN.md section 8): p50/p99 over real HTTP for the home
+ * Query API latency at scale (docs/behaviour.md 12): p50/p99 over real HTTP for the home
  * timeline, profile, thread, notifications and search while ingest runs at 1,000 ops/s.
  * Budgets: p99 <= 10 ms (search <= 50 ms).
  *
@@ -322,7 +322,7 @@ export function ingestOp(n: number, random: () => number): IndexOp {
 /** Request header naming the client's batch, for the server's handler timings. */
 export const BATCH_HEADER = "x-query-bench-batch";
 
-/** Ingest rate of the background writer (DESIGN.md section 8: 1,000 ops/s). */
+/** Ingest rate of the background writer (docs/behaviour.md 12: 1,000 ops/s). */
 export const INGEST_OPS_PER_SECOND = Number(Deno.env.get("QUERY_BENCH_INGEST_OPS") ?? 1_000);
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Local-stream ingest benchmark (DESIGN.md section 8: ">= 20,000 ops/s sustained; local-stream
+ * Local-stream ingest benchmark (docs/behaviour.md 12: ">= 20,000 ops/s sustained; local-stream
  * CBOR decode included"): ops/s from pre-encoded `subscribeRepos` `#commit` frames to committed
  * rows, through the consumer's own path: frames parsed in its worker thread (`OffThreadParser`
  * running `parseLocalFrame`: `decodeFrame`, CAR read with CID verification, `opsFromCommitEvent`),
