@@ -200,7 +200,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
 
 /**
  * The `did:web` of an origin: `did:web:<host>` plus `%3A<port>` when the URL carries a port
- * (spec 5.1; reference atproto.md section 14).
+ * (spec 5.1; docs/protocol.md 14).
  */
 export function didWebFromUrl(url: URL): string {
   return url.port === "" ? `did:web:${url.hostname}` : `did:web:${url.hostname}%3A${url.port}`;

@@ -1,5 +1,5 @@
 /**
- * Record AT-URIs: `at://<authority>/<collection>/<rkey>` (reference atproto.md 11.4).
+ * Record AT-URIs: `at://<authority>/<collection>/<rkey>` (docs/protocol.md 11.4).
  *
  * @module
  */

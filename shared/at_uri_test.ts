@@ -1,4 +1,4 @@
-// Record AT-URIs (reference atproto.md 11.4).
+// Record AT-URIs (docs/protocol.md 11.4).
 import assert from "node:assert/strict";
 import { AtUriError, formatAtUri, parseAtUri } from "./at_uri.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE, PROFILE_RKEY } from "./nsid.ts";

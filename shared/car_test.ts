@@ -1,4 +1,4 @@
-// CAR v1 reader and writer (reference atproto.md section 10; spec part 6 `blocks`).
+// CAR v1 reader and writer (docs/protocol.md 10; spec part 6 `blocks`).
 import assert from "node:assert/strict";
 import { CarError, readCar, writeCar } from "./car.ts";
 import { encodeCbor } from "./cbor.ts";

@@ -1,4 +1,4 @@
-// Strict DAG-CBOR codec (reference atproto.md section 9.3; spec part 6 firehose frames).
+// Strict DAG-CBOR codec (docs/protocol.md 9.3; spec part 6 firehose frames).
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { CID } from "multiformats/cid";

@@ -1,4 +1,4 @@
-// CIDs: CIDv1 sha-256, dag-cbor / raw codecs, base32 strings (reference atproto.md 9.1, App. B 2).
+// CIDs: CIDv1 sha-256, dag-cbor / raw codecs, base32 strings (docs/protocol.md 9.1, 16 item 2).
 import assert from "node:assert/strict";
 import {
   asCid,

@@ -1,6 +1,6 @@
 /**
  * P-256 key pairs, deterministic key derivation and compact low-S ECDSA signatures
- * (reference atproto.md section 7: commit signatures are 64-byte `r||s`, low-S, DER invalid).
+ * (docs/protocol.md 7: commit signatures are 64-byte `r||s`, low-S, DER invalid).
  *
  * @module
  */

@@ -1,4 +1,4 @@
-// P-256 keys and compact low-S signatures (reference atproto.md section 7; spec 5.1).
+// P-256 keys and compact low-S signatures (docs/protocol.md 7; spec 5.1).
 import assert from "node:assert/strict";
 import { p256 } from "@noble/curves/nist.js";
 import { sha256 } from "@noble/hashes/sha2.js";

@@ -1,4 +1,4 @@
-// Lex JSON <-> data model (reference atproto.md section 9.3 "JSON <-> CBOR mapping").
+// Lex JSON <-> data model (docs/protocol.md 9.3, the JSON mapping).
 import assert from "node:assert/strict";
 import { CID, parseCid } from "./cid.ts";
 import { fromLexJson, fromLexJsonObject, LexJsonError, toLexJson } from "./lex_json.ts";

@@ -1,5 +1,5 @@
 /**
- * Reading one key of a Merkle Search Tree (atproto repository, reference atproto.md section 8)
+ * Reading one key of a Merkle Search Tree (atproto repository, docs/protocol.md 8)
  * out of a set of blocks: what a consumer needs to check that a commit's op is what the signed
  * tree says. A node is `{l: link | null, e: [{p, k, v, t: link | null}]}` with keys
  * prefix-compressed and sorted; `l` holds the keys before the first entry, an entry's `t` those

@@ -1,5 +1,5 @@
 /**
- * Multikey encoding of P-256 public keys (spec 5.1; reference atproto.md 12.2).
+ * Multikey encoding of P-256 public keys (spec 5.1; docs/protocol.md 12.2).
  *
  * Two forms are written and read:
  * - the spec 5.1 form: `z` + base58btc(`0x80 0x12` + 32-byte x + 32-byte y). This is the form the

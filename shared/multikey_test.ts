@@ -1,4 +1,4 @@
-// Multikey encoding of P-256 keys (spec 5.1; reference atproto.md 12.2).
+// Multikey encoding of P-256 keys (spec 5.1; docs/protocol.md 12.2).
 import assert from "node:assert/strict";
 import { base58btc } from "multiformats/bases/base58";
 import { deriveP256KeyPair } from "./keys.ts";
@@ -12,7 +12,7 @@ import {
 
 const { publicKey } = deriveP256KeyPair("multikey test secret", "test");
 
-/** The spec's example P-256 did:key (reference atproto.md 12.2). */
+/** The spec's example P-256 did:key (docs/protocol.md 12.2). */
 const SPEC_DID_KEY = "did:key:zDnaembgSGUhZULN2Caob4HLJPaxBh92N7rtH21TErzqf8HQo";
 
 Deno.test("encodeMultikeyUncompressed decodes to exactly 0x80 0x12 followed by x and y", () => {

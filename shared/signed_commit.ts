@@ -1,5 +1,5 @@
 /**
- * Reading and checking a signed v3 repository commit (reference atproto.md section 7): the block
+ * Reading and checking a signed v3 repository commit (docs/protocol.md 7): the block
  * `{did, version: 3, data, rev, prev, sig}` whose `sig` is a 64-byte compact low-S ECDSA P-256
  * signature over the DAG-CBOR of the same map without `sig`.
  *

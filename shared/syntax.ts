@@ -1,5 +1,5 @@
 /**
- * Syntax validators for AT Protocol identifiers (reference atproto.md section 11), matching the
+ * Syntax validators for AT Protocol identifiers (docs/protocol.md 11), matching the
  * interop `syntax/*_valid.txt` and `*_invalid.txt` lists exactly. All are pure, total functions:
  * any input (including non-strings) gives a boolean, never an exception.
  *

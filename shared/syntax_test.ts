@@ -1,4 +1,4 @@
-// Syntax validators (reference atproto.md section 11). The full interop lists run in
+// Syntax validators (docs/protocol.md 11). The full interop lists run in
 // tests/conformance_syntax_test.ts; these tables pin the rules without the vector folder.
 import assert from "node:assert/strict";
 import {

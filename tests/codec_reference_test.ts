@@ -1,5 +1,5 @@
 // Cross-check of the shared codecs against the reference implementation (`@atproto/repo`):
-// CIDs of records and CAR files must be byte-compatible both ways (reference atproto.md 9, 10).
+// CIDs of records and CAR files must be byte-compatible both ways (docs/protocol.md 9, 10).
 import assert from "node:assert/strict";
 import {
   BlockMap,

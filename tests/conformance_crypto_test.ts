@@ -1,5 +1,5 @@
 // Conformance: signatures and did:key parsing against the interop `crypto/` vectors
-// (reference atproto.md section 7 and Appendix B items 5 and 6; spec 5.1).
+// (docs/protocol.md 7 and 16 items 5 and 6; spec 5.1).
 import assert from "node:assert/strict";
 import { base58btc } from "multiformats/bases/base58";
 import { p256 } from "@noble/curves/nist.js";
@@ -40,7 +40,7 @@ function readJson<T>(name: string): T {
   return JSON.parse(Deno.readTextFileSync(new URL(name, cryptoDir))) as T;
 }
 
-/** DAG-CBOR of `{"hello": "world"}` (reference atproto.md Appendix B item 5). */
+/** DAG-CBOR of `{"hello": "world"}` (docs/protocol.md 16 item 5). */
 const HELLO_WORLD_CBOR = Uint8Array.of(
   0xa1,
   0x65,

@@ -1,5 +1,5 @@
-// Conformance: DAG-CBOR / lex JSON against the interop `data-model/` vectors (reference
-// atproto.md section 9 and Appendix B item 1; spec part 6 for the records they carry).
+// Conformance: DAG-CBOR / lex JSON against the interop `data-model/` vectors (docs/protocol.md
+// 9 and 16 item 1; spec part 6 for the records they carry).
 import assert from "node:assert/strict";
 import { decodeCbor, encodeCbor } from "../shared/cbor.ts";
 import { cidForCbor, formatCid } from "../shared/cid.ts";

@@ -1,5 +1,5 @@
 // Conformance: syntax validators against the interop `syntax/*_valid.txt` / `*_invalid.txt`
-// lists (reference atproto.md Appendix B item 7; spec 4.1 rule 2 for TIDs).
+// lists (docs/protocol.md 16 item 7; spec 4.1 rule 2 for TIDs).
 import assert from "node:assert/strict";
 import { isValidTid } from "../shared/tid.ts";
 import {

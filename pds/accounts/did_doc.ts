@@ -1,7 +1,7 @@
 /**
  * DID documents served by the account host: its own `did:web` document (spec 4.1, 5.1: the
  * service key in the spec's `0x80 0x12` uncompressed Multikey form) and each hosted account's
- * `did:plc` document (the account key in the standard compressed form, reference atproto.md 12.1).
+ * `did:plc` document (the account key in the standard compressed form, docs/protocol.md 12.1).
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * Minting `did:plc:` identifiers (reference atproto.md 13.2): a signed genesis operation whose
+ * Minting `did:plc:` identifiers (docs/protocol.md 13.2): a signed genesis operation whose
  * rotation key is the account host's service key and whose `atproto` verification method is the
  * account's own signing key. The DID is `did:plc:` + the first 24 characters of
  * base32(SHA-256(DAG-CBOR(signed op))). The operation is kept, not submitted to a directory.

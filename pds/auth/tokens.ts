@@ -12,7 +12,7 @@
  *
  * Verification failures are {@link TokenError}s with the reference PDS's wire names: `ExpiredToken`
  * for an expired (or revoked) token and `InvalidToken` for everything else, both answered with 400
- * so that atproto clients refresh by themselves (reference atproto.md 1.5).
+ * so that atproto clients refresh by themselves (docs/protocol.md 1.3).
  *
  * @module
  */

@@ -173,7 +173,7 @@ export interface MstNodeEntry {
   readonly right: CID | null;
 }
 
-/** `{e: [{k, p, t, v}], l}` of an MST node (reference atproto.md section 8). */
+/** `{e: [{k, p, t, v}], l}` of an MST node (docs/protocol.md 8). */
 export function encodeMstNode(left: CID | null, entries: readonly MstNodeEntry[]): Uint8Array {
   const w = new CborWriter(64 + entries.length * 90);
   w.head(5, 2);
@@ -215,7 +215,7 @@ export function encodeMstNode(left: CID | null, entries: readonly MstNodeEntry[]
   return w.finish();
 }
 
-/** The fields of a v3 commit (reference atproto.md section 7). */
+/** The fields of a v3 commit (docs/protocol.md 7). */
 export interface CommitFields {
   did: string;
   data: CID;

@@ -1,5 +1,5 @@
 /**
- * Signed v3 commits (reference atproto.md section 7): `{did, version: 3, data, rev, prev: null,
+ * Signed v3 commits (docs/protocol.md 7): `{did, version: 3, data, rev, prev: null,
  * sig}`, the signature a 64-byte compact low-S P-256 signature over the DAG-CBOR of the commit
  * without `sig`.
  *

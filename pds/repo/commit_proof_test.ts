@@ -1,5 +1,5 @@
 // Every `#commit` event carries the covering proof of each of its ops (issue 36 item 10;
-// reference atproto.md 6.2 `blocks` and 8.4): a consumer verifying the inductive firehose
+// docs/protocol.md 6.2 `blocks` and 8.4): a consumer verifying the inductive firehose
 // (sync 1.1) with only the frame's blocks can prove each op against the new tree and invert the
 // ops back to `prevData`. Checked with the reference implementation (`@atproto/repo`) as the
 // foreign verifier, over commits made through the real write path on a temp KV file.

@@ -1,5 +1,5 @@
 /**
- * Merkle Search Tree (reference atproto.md section 8): fanout 4, key depth = leading zero bits
+ * Merkle Search Tree (docs/protocol.md 8): fanout 4, key depth = leading zero bits
  * of SHA-256(key) / 2, nodes `{e: [{k, p, t, v}], l}` with prefix compression, `l`/`t` written as
  * null when empty, empty intermediate nodes kept, empty nodes trimmed at the top and bottom.
  *
@@ -249,7 +249,7 @@ export class Mst {
    * the nodes on its path from the root (a proof of presence or absence) and, where the key is
    * present, the nodes down to its neighbours (the right spine of the subtree before it and the
    * left spine of the one after). With them a consumer proves every key against this tree and
-   * undoes a change of those keys to get the previous tree (reference atproto.md 8.4).
+   * undoes a change of those keys to get the previous tree (docs/protocol.md 8.4).
    *
    * Returns the blocks of the proof's nodes that the last {@link finalize} did not write (a
    * commit has those already); the tree must be unchanged since.

@@ -1,5 +1,5 @@
 // Event retention (PDS_EVENT_RETENTION_DAYS) and cursors older than the oldest kept event
-// (spec 6.1 rule 5; reference atproto.md 6.3).
+// (spec 6.1 rule 5; docs/protocol.md 6.3).
 
 import assert from "node:assert/strict";
 import { makeTempDir, waitFor } from "../../tests/_util.ts";

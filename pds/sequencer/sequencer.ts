@@ -20,7 +20,7 @@ import { CborWriter } from "../repo/cbor_writer.ts";
 import { seqEventChunkKey, seqHeadKey } from "../store/keys.ts";
 import { readEventBodies } from "./event_log.ts";
 
-/** One record operation of a commit event (reference atproto.md 6.2 `repoOp`). */
+/** One record operation of a commit event (docs/protocol.md 6.2 `repoOp`). */
 export interface CommitEventOp {
   action: "create" | "update" | "delete";
   /** `<collection>/<rkey>`. */
@@ -45,7 +45,7 @@ export interface CommitEvent {
   since: string | null;
   /**
    * CAR bytes: root = commit; the commit, the new MST nodes, the unchanged nodes of each op's
-   * covering proof (reference atproto.md 8.4) and the new records.
+   * covering proof (docs/protocol.md 8.4) and the new records.
    */
   blocks: Uint8Array;
   ops: CommitEventOp[];

@@ -1,5 +1,5 @@
 /**
- * `com.atproto.sync.subscribeRepos` connections (spec 6.1 rules 3-5; reference atproto.md 6.3).
+ * `com.atproto.sync.subscribeRepos` connections (spec 6.1 rules 3-5; docs/protocol.md 6.3).
  *
  * A connection subscribes to the live broadcast before it reads stored events, replays the
  * events after its cursor, then continues live, dropping live frames whose seq it has already

@@ -1,5 +1,5 @@
 // com.atproto.sync.subscribeRepos over real WebSockets against a real account host (spec 6.1
-// rules 3-6; reference atproto.md section 6; docs/behaviour.md 10.6 "Event stream").
+// rules 3-6; docs/protocol.md 6; docs/behaviour.md 10.6 "Event stream").
 
 import assert from "node:assert/strict";
 import { readCar } from "../../shared/car.ts";

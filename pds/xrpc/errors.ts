@@ -1,6 +1,6 @@
 /**
  * The account host's one wire error type and the single mapping from anything thrown to an XRPC
- * error response `{"error": Name, "message": text}` (reference atproto.md 1.3-1.5).
+ * error response `{"error": Name, "message": text}` (docs/protocol.md 1.2-1.3).
  *
  * @module
  */

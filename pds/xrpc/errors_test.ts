@@ -1,4 +1,4 @@
-// The XRPC error mapping (reference atproto.md 1.3-1.5; docs/architecture.md 6.11).
+// The XRPC error mapping (docs/protocol.md 1.2-1.3; docs/architecture.md 6.11).
 
 import assert from "node:assert/strict";
 import { Hono } from "hono";

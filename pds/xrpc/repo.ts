@@ -1,5 +1,5 @@
 /**
- * `com.atproto.repo.*` over XRPC (reference atproto.md section 3): thin adapters over the one
+ * `com.atproto.repo.*` over XRPC (docs/protocol.md 3): thin adapters over the one
  * write path `applyWrites` and the repository reader; `uploadBlob` streams into the blob store.
  *
  * @module

@@ -1,5 +1,5 @@
 // com.atproto.repo.* and com.atproto.sync.* over HTTP (spec 1, 2.3, 2.5, 2.9-2.10, 4.1, 6.1, 8;
-// reference atproto.md sections 3 and 5).
+// docs/protocol.md 3 and 5).
 
 import assert from "node:assert/strict";
 import { verifyProofs, verifyRepoCar } from "@atproto/repo";

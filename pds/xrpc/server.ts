@@ -1,6 +1,6 @@
 /**
  * `com.atproto.server.*` over XRPC: describeServer, createAccount, createSession,
- * refreshSession, getSession, deleteSession (reference atproto.md section 2; docs/behaviour.md
+ * refreshSession, getSession, deleteSession (docs/protocol.md 2; docs/behaviour.md
  * 10.1-10.3). HTTP only: the work is done in `pds/accounts/`.
  *
  * @module

@@ -1,5 +1,5 @@
 /**
- * `com.atproto.sync.*` HTTP methods (reference atproto.md section 5): repository export, blocks,
+ * `com.atproto.sync.*` HTTP methods (docs/protocol.md 5): repository export, blocks,
  * latest commit, record proofs, repository listing and blobs. All unauthenticated GETs.
  *
  * @module
