@@ -6,6 +6,7 @@ FROM denoland/deno:2.9.6
 WORKDIR /app
 COPY deno.json deno.lock ./
 COPY shared/ shared/
+COPY runtime/ runtime/
 COPY pds/ pds/
 COPY appview/ appview/
 COPY scripts/ scripts/

@@ -7,12 +7,12 @@
  * @module
  */
 
+import { WalCheckpointer } from "../runtime/wal_checkpointer.ts";
 import { createLogger, type Logger } from "../shared/log.ts";
 import { createAppviewApp } from "./app.ts";
 import { createTokenVerifier } from "./auth/verifier.ts";
 import { type AppviewConfig, ConfigError } from "./config.ts";
 import type { AppviewContext } from "./context.ts";
-import { WalCheckpointer } from "./db/checkpointer.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
 import type { AccountDirectory } from "./ingest/account_directory.ts";

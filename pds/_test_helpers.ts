@@ -6,13 +6,16 @@
  */
 
 import type { Hono } from "hono";
-import { DatabaseSync } from "node:sqlite";
 import { createLogger, type Logger } from "../shared/log.ts";
 import { makeTempDir } from "../tests/_util.ts";
 import { createPdsApp } from "./app.ts";
 import { loadPdsConfig, type RawEnv } from "./config.ts";
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { createPdsContext, type RunningPds, startPds } from "./server.ts";
+import { BlockStore } from "./repo/block_store.ts";
+import { Sequencer } from "./sequencer/sequencer.ts";
+
+export { kvRowsInMainFile } from "../runtime/_test_helpers.ts";
 
 /** The JWT secret of test servers. */
 export const TEST_JWT_SECRET = "test-secret-0123456789abcdef";
@@ -160,35 +163,9 @@ export async function signUp(
 }
 
 /**
- * KV rows in a Deno KV file's database file alone, without its WAL (0 when KV's table is not
- * there yet): what a checkpoint has copied back. Reads a copy made in `dir`; a copy taken while
- * a checkpoint was writing the file can be torn, and is taken again.
+ * The parts of a store a `RepoService` shares with its readers and stream, built as
+ * `createPdsContext` builds them: for tests of the repository on a bare KV handle.
  */
-export async function kvRowsInMainFile(dir: string, path: string): Promise<number> {
-  for (let attempt = 1;; attempt++) {
-    try {
-      return await countKvRowsOfCopy(dir, path);
-    } catch (err) {
-      const torn = err instanceof Error && /malformed|not a database/.test(err.message);
-      if (!torn || attempt === 20) throw err;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
-}
-
-async function countKvRowsOfCopy(dir: string, path: string): Promise<number> {
-  const copy = `${dir}/copy-${crypto.randomUUID()}.sqlite`;
-  await Deno.copyFile(path, copy);
-  try {
-    const db = new DatabaseSync(copy);
-    try {
-      const table = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'kv'").get();
-      if (table === undefined) return 0;
-      return (db.prepare("SELECT count(*) AS n FROM kv").get() as { n: number }).n;
-    } finally {
-      db.close();
-    }
-  } finally {
-    await Deno.remove(copy);
-  }
+export function storeParts(kv: Deno.Kv): { kv: Deno.Kv; blocks: BlockStore; sequencer: Sequencer } {
+  return { kv, blocks: new BlockStore(kv), sequencer: new Sequencer(kv) };
 }

@@ -16,7 +16,11 @@ import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { WARN_CORS_UNSET } from "./cors.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
 import { initRepo, repoServiceFor } from "./repo/service.ts";
-import { KvCheckpointer } from "./store/kv_checkpointer.ts";
+import {
+  KV_CHECKPOINTS,
+  startWalCheckpointer,
+  type WalCheckpointer,
+} from "../runtime/wal_checkpointer.ts";
 import { commitSigner } from "./repo/signer.ts";
 import { BlobSweeper } from "./blobs/blob_gc.ts";
 
@@ -129,7 +133,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
   const urlHost = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname;
   const url = `http://${urlHost.includes(":") ? `[${urlHost}]` : urlHost}:${port}`;
   let kv: Deno.Kv | null = null;
-  let checkpointer: KvCheckpointer | null = null;
+  let checkpointer: WalCheckpointer | null = null;
   try {
     const config = env.PDS_PUBLIC_URL?.trim()
       ? initial
@@ -148,7 +152,9 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     }
     if (config.corsOrigins === null) ctx.log.warn(WARN_CORS_UNSET);
     // Only a KV file this server opened: a caller's store is the caller's to tune.
-    checkpointer = opts.kv ? null : KvCheckpointer.start(config.kvPath, { log: ctx.log });
+    checkpointer = opts.kv
+      ? null
+      : startWalCheckpointer(config.kvPath, { ...KV_CHECKPOINTS, log: ctx.log });
     const stream = await startStreamServices(ctx, opts.stream);
     const sweeper = new BlobSweeper({
       kv,

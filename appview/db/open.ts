@@ -18,7 +18,7 @@ export const PAGE_SIZE_BYTES = 8_192;
 /**
  * WAL pages before an automatic checkpoint on the writing connection (8 KiB pages: 64 MiB, the
  * size {@link JOURNAL_SIZE_LIMIT_BYTES} keeps). The background checkpointer
- * (`checkpointer.ts`) copies most frames back first, so this checkpoint copies only the last
+ * (`runtime/wal_checkpointer.ts`) copies most frames back first, so this checkpoint copies only the last
  * transaction or so; what it buys is a WAL that restarts from its beginning: SQLite rewinds the
  * WAL only when a write transaction starts with every frame copied back, which a writer busy
  * with back-to-back transactions otherwise never sees. Appending to an ever larger WAL made

@@ -8,7 +8,7 @@
  * Run alone: `deno task bench ingest` (with the server tasks' V8 flags).
  */
 
-import { WalCheckpointer } from "../../appview/db/checkpointer.ts";
+import { WalCheckpointer } from "../../runtime/wal_checkpointer.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";

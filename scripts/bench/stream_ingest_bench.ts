@@ -16,7 +16,7 @@
  */
 
 import { cpuUsage } from "node:process";
-import { WalCheckpointer } from "../../appview/db/checkpointer.ts";
+import { WalCheckpointer } from "../../runtime/wal_checkpointer.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { CURSOR_LOCAL_SEQ } from "../../appview/db/state.ts";
 import { makeCommit } from "../../appview/ingest/_stream_testing.ts";
