@@ -31,12 +31,12 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
 
 /**
  * The V8 flags of the server tasks (deno.json: `pds`, `appview`, `dev`, ...), given to every
- * benchmark process so that each measures its server as those tasks run it (README, "Garbage
- * collection"). Concurrent marking is off: on a 2-core box, V8's marking threads took the cores
- * the main thread and KV's SQLite writer were using, and each major GC of the account host became
- * a burst of createRecord latency (p99 at 1,000/s stayed within 25 ms in 3 of 16 runs with it, 10
- * of 16 without; spec 4.1, docs/behaviour.md 12). A 256 MB initial old space makes those major
- * GCs about 3-8 times rarer under load, for about 250-300 MB of heap.
+ * benchmark process so that each measures its server as those tasks run it (docs/operations.md,
+ * "Garbage collection"). Concurrent marking is off: on a 2-core box, V8's marking threads took the
+ * cores the main thread and KV's SQLite writer were using, and each major GC of the account host
+ * became a burst of createRecord latency (p99 at 1,000/s stayed within 25 ms in 3 of 16 runs with
+ * it, 10 of 16 without; spec 4.1, docs/behaviour.md 12). A 256 MB initial old space makes those
+ * major GCs about 3-8 times rarer under load, for about 250-300 MB of heap.
  */
 export const SERVER_V8_FLAGS: readonly string[] = [
   "--v8-flags=--no-concurrent-marking,--initial-old-space-size=256",
