@@ -1,20 +1,14 @@
 /**
- * CORS of the account host (`PDS_CORS_ORIGINS`). Tokens travel as bearer headers, never
- * cookies, so the list only narrows which web apps may call it from a browser.
- *
- * With a list of origins, only those origins are echoed back (`Vary: Origin`); any other origin
- * gets no `Access-Control-Allow-Origin` and the browser blocks the response. Unset (null): every
- * origin, `Access-Control-Allow-Origin: *` (startup logs a warning). Preflight requests
- * (`OPTIONS`) are answered 204 with the allowed methods and headers before routing.
+ * CORS of the account host (`PDS_CORS_ORIGINS`): the middleware of `runtime/cors.ts` with the
+ * request headers of atproto clients. Tokens travel as bearer headers, never cookies, so the
+ * list only narrows which web apps may call it from a browser.
  *
  * @module
  */
 
 import type { MiddlewareHandler } from "hono";
-import { cors } from "hono/cors";
+import { corsMiddleware as corsFor } from "../runtime/cors.ts";
 
-/** Methods of XRPC (queries are GET, procedures POST). */
-export const CORS_ALLOW_METHODS: readonly string[] = ["GET", "POST", "OPTIONS"];
 /**
  * Request headers a browser client may send: bearer tokens and JSON bodies, and the atproto
  * headers off-the-shelf clients (`@atproto/api`) add to every call.
@@ -25,43 +19,12 @@ export const CORS_ALLOW_HEADERS: readonly string[] = [
   "atproto-accept-labelers",
   "atproto-proxy",
 ];
-/** How long a browser may cache a preflight answer, seconds. */
-export const CORS_MAX_AGE_SECONDS = 600;
 
 /** Warning logged once at startup when `PDS_CORS_ORIGINS` is unset. */
 export const WARN_CORS_UNSET =
   "PDS_CORS_ORIGINS is not set: every web origin may call the account host";
 
-/**
- * CORS middleware for `origins` (`PdsConfig.corsOrigins`; null means every origin). Preflights
- * go to Hono's `cors()`; on every other request the header is set on the handler's response as
- * it is, after it ran. (`cors()` writes it on `c.res` before the handler runs, and Hono then
- * copies every response into a new one around its body stream, so that each response body became
- * a JavaScript stream: CPU and garbage on every request, about a tenth of createRecord's
- * main-thread time.) Set afterwards, it also reaches the responses handlers build themselves
- * (blobs, CARs). A WebSocket upgrade (101) is left untouched.
- */
+/** CORS middleware for `origins` (`PdsConfig.corsOrigins`; null means every origin). */
 export function corsMiddleware(origins: readonly string[] | null): MiddlewareHandler {
-  const allowed = origins === null ? null : new Set(origins);
-  const preflight = cors({
-    origin: allowed === null ? "*" : (origin) => (allowed.has(origin) ? origin : null),
-    allowMethods: [...CORS_ALLOW_METHODS],
-    allowHeaders: [...CORS_ALLOW_HEADERS],
-    maxAge: CORS_MAX_AGE_SECONDS,
-  });
-  return async function corsHeaders(c, next) {
-    if (c.req.method === "OPTIONS") return preflight(c, next);
-    await next();
-    if (c.res.status === 101) return;
-    const headers = c.res.headers;
-    if (allowed === null) {
-      headers.set("Access-Control-Allow-Origin", "*");
-      return;
-    }
-    const origin = c.req.header("origin");
-    if (origin !== undefined && allowed.has(origin)) {
-      headers.set("Access-Control-Allow-Origin", origin);
-    }
-    headers.append("Vary", "Origin");
-  };
+  return corsFor(origins, { allowHeaders: CORS_ALLOW_HEADERS });
 }
