@@ -18,10 +18,12 @@ import { CONSUMER_PUBLIC } from "./db/state.ts";
 import type { AccountDirectory } from "./ingest/account_directory.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
 import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/jetstream.ts";
+import { ThreadedPublicConsumer } from "./ingest/public_consumer_thread.ts";
 import { createLocalStreamConsumer, type LocalStreamOptions } from "./ingest/local_stream.ts";
 import {
   type StreamConsumer,
   type StreamConsumerOptions,
+  type StreamConsumerStatus,
   writeDisabledStatus,
 } from "./ingest/stream_consumer.ts";
 import { warnRelaxedSettings } from "./startup_warnings.ts";
@@ -66,12 +68,25 @@ export interface StartAppviewOptions {
   localStream?: LocalStreamOptions;
   /** Options of the public-stream consumer. */
   publicStream?: JetstreamOptions;
+  /**
+   * Beside the HTTP API, run the public-stream consumer in a worker thread
+   * (`ingest/public_consumer_thread.ts`). Default true; it runs on the main thread anyway when
+   * the database is not a file, or a test gives a clock or a random source (they cannot cross
+   * to a thread).
+   */
+  publicConsumerThread?: boolean;
   /** Interval of handle sync between batches that were not full. */
   handleSyncIntervalMs?: number;
   /** Interval between background WAL checkpoints. Default `CHECKPOINT_INTERVAL_MS`. */
   checkpointIntervalMs?: number;
   /** Where pushes are verified (`AppviewContext.accounts`). Default: the configured account host. */
   accounts?: AccountDirectory;
+}
+
+/** What a caller sees of a running consumer, wherever it runs. */
+export interface ConsumerHandle {
+  status(): StreamConsumerStatus;
+  close(): Promise<void>;
 }
 
 /** A running index. */
@@ -81,8 +96,11 @@ export interface RunningAppview extends AsyncDisposable {
   readonly ctx: AppviewContext;
   /** The local-stream consumer, when running. */
   readonly localConsumer: StreamConsumer | null;
-  /** The public-stream consumer, when running (null also when Jetstream is not configured). */
-  readonly publicConsumer: StreamConsumer | null;
+  /**
+   * The public-stream consumer, when running (null also when Jetstream is not configured), on
+   * this thread or in a worker thread.
+   */
+  readonly publicConsumer: ConsumerHandle | null;
   /** Stops every component, then closes the database. */
   close(): Promise<void>;
 }
@@ -101,7 +119,7 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
   let localConsumer: StreamConsumer | null = null;
-  let publicConsumer: StreamConsumer | null = null;
+  let publicConsumer: ConsumerHandle | null = null;
   try {
     // Every component writes through this connection: its WAL is copied back off the main
     // thread (a database file only; `:memory:` has no WAL).
@@ -171,7 +189,20 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       localConsumer = consumer;
       stops.push(() => consumer.close());
     }
-    if (want.publicConsumer) {
+    const threaded = want.http && (opts.publicConsumerThread ?? true) &&
+      isFilePath(config.dbPath) && opts.now === undefined &&
+      opts.publicStream?.random === undefined;
+    if (want.publicConsumer && config.jetstreamUrl !== null && threaded) {
+      const consumer = new ThreadedPublicConsumer(
+        config,
+        { idleTimeoutMs: config.streamIdleTimeoutMs, ...opts.publicStream },
+        log,
+        db,
+      );
+      consumer.start();
+      publicConsumer = consumer;
+      stops.push(() => consumer.close());
+    } else if (want.publicConsumer) {
       const consumer = createJetstreamConsumer(ctx, { ...shared, ...opts.publicStream });
       if (consumer === null) {
         log.info("Public-stream consumer disabled: APPVIEW_JETSTREAM_URL is unset");

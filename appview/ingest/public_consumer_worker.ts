@@ -1,0 +1,104 @@
+/**
+ * Worker-thread side of {@link ThreadedPublicConsumer} (`public_consumer_thread.ts`): the
+ * public-stream consumer as it runs in its own process (`deno task consumer:public`: everything
+ * queued applied in one go, transactions of up to `maxBatchOps`), on its own connection to the
+ * index database, so that its transactions never hold the HTTP API's event loop.
+ *
+ * Messages from the main thread: one {@link PublicThreadStart}, then at most one `"close"`.
+ * Messages to it: {@link PublicThreadMessage}s (log records, status, `closed`).
+ *
+ * @module
+ */
+
+/// <reference lib="deno.worker" />
+
+import type { LogFields, Logger, LogLevel } from "../../shared/log.ts";
+import type { AppviewContext } from "../context.ts";
+import { openIndexDb } from "../db/open.ts";
+import { IndexWriter } from "./apply_ops.ts";
+import { createJetstreamConsumer } from "./jetstream.ts";
+import type {
+  PublicThreadMessage,
+  PublicThreadStart,
+  ThreadLogRecord,
+} from "./public_consumer_thread.ts";
+import type { StreamConsumer, StreamConsumerStatus } from "./stream_consumer.ts";
+
+/** How often the consumer's status is compared with the last one posted (ms). */
+const STATUS_POLL_MS = 100;
+
+function post(message: PublicThreadMessage): void {
+  self.postMessage(message);
+}
+
+/** A logger whose lines are written by the main thread's logger (`path` names its children). */
+function forwardingLogger(path: string[]): Logger {
+  const emit = (level: LogLevel) => (msg: string, fields?: LogFields) => {
+    const record: ThreadLogRecord = { kind: "log", level, path, msg, fields };
+    try {
+      post(record);
+    } catch {
+      // A field that cannot be cloned (a function, a class instance with private state) goes
+      // as its text rather than losing the line.
+      post({ ...record, fields: { fields: String(fields) } });
+    }
+  };
+  return {
+    debug: emit("debug"),
+    info: emit("info"),
+    warn: emit("warn"),
+    error: emit("error"),
+    child: (sub) => forwardingLogger([...path, sub]),
+  };
+}
+
+let consumer: StreamConsumer | null = null;
+let closeDb: (() => void) | null = null;
+let statusTimer: ReturnType<typeof setInterval> | undefined;
+let lastStatus = "";
+
+function postStatus(): void {
+  if (consumer === null) return;
+  const status: StreamConsumerStatus = consumer.status();
+  const text = JSON.stringify(status);
+  if (text === lastStatus) return;
+  lastStatus = text;
+  post({ kind: "status", status });
+}
+
+function start(msg: PublicThreadStart): void {
+  const log = forwardingLogger([]);
+  const db = openIndexDb(msg.config.dbPath);
+  closeDb = () => db.close();
+  const now = () => new Date();
+  const writer = new IndexWriter(db, { now, log: log.child("writer") });
+  const ctx: AppviewContext = { config: msg.config, db, writer, log, now };
+  consumer = createJetstreamConsumer(ctx, msg.options);
+  if (consumer === null) throw new Error("APPVIEW_JETSTREAM_URL is unset");
+  consumer.start();
+  postStatus();
+  statusTimer = setInterval(postStatus, STATUS_POLL_MS);
+}
+
+async function close(): Promise<void> {
+  clearInterval(statusTimer);
+  await consumer?.close();
+  postStatus();
+  closeDb?.();
+  closeDb = null;
+  post({ kind: "closed" });
+}
+
+self.onmessage = (event: MessageEvent<PublicThreadStart | "close">) => {
+  if (event.data === "close") {
+    close().catch((e) => {
+      post({ kind: "closed", error: e instanceof Error ? e.message : String(e) });
+    });
+  } else {
+    try {
+      start(event.data);
+    } catch (e) {
+      post({ kind: "failed", error: e instanceof Error ? e.message : String(e) });
+    }
+  }
+};
