@@ -1,7 +1,8 @@
 /**
  * The typed context every part of the account host receives: configuration, the KV store, the
- * logger, an injectable clock, the service keys and extension hooks. Built once by
- * `createPdsContext` (`pds/server.ts`) or by a test; never a global.
+ * logger, an injectable clock, the service keys, extension hooks, and the services built on
+ * them (sequencer, blocks, account keys, repositories, caches, the running stream). Built once
+ * by `createPdsContext` (`pds/server.ts`), in tests too; never a global.
  *
  * @module
  */
@@ -9,6 +10,13 @@
 import type { Logger } from "../shared/log.ts";
 import type { P256KeyPair } from "../shared/keys.ts";
 import type { PdsConfig } from "./config.ts";
+import type { AccountKeys } from "./accounts/account_keys.ts";
+import type { AccessTokenCache } from "./auth/access.ts";
+import type { ConcurrencyGate } from "./concurrency_gate.ts";
+import type { BlockStore } from "./repo/block_store.ts";
+import type { RepoService } from "./repo/repository.ts";
+import type { Sequencer } from "./sequencer/sequencer.ts";
+import type { StreamServices } from "./sequencer/services.ts";
 
 /** The account host's signing key (derived from `PDS_JWT_SECRET`) in its usable forms. */
 export interface ServiceKeys {
@@ -39,6 +47,20 @@ export interface PdsContext {
   now(): number;
   serviceKeys: ServiceKeys;
   hooks: PdsHooks;
+  /** The commit sequencer of `kv` (the write path and the stream share it). */
+  sequencer: Sequencer;
+  /** The repository blocks of `kv` and this process's caches of them. */
+  blocks: BlockStore;
+  /** The accounts' signing keys (cached). */
+  accountKeys: AccountKeys;
+  /** The one repository write path (`applyWrites`) and its per-repository state. */
+  repos: RepoService;
+  /** Verified access tokens, until their expiry (`auth/access.ts`). */
+  accessTokens: AccessTokenCache;
+  /** Bound on concurrent repository exports (`sync.getRepo`). */
+  exportGate: ConcurrencyGate;
+  /** The running commit stream; set by `startStreamServices`, null before and after. */
+  stream: StreamServices | null;
 }
 
 /** What `requireAccess()` stores for the handlers: the authenticated account. */

@@ -15,7 +15,11 @@ import { ConfigError, loadPdsConfig, type PdsConfig, type RawEnv } from "./confi
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { WARN_CORS_UNSET } from "./cors.ts";
 import { startStreamServices, type StreamServicesOptions } from "./sequencer/services.ts";
-import { initRepo, repoServiceFor } from "./repo/service.ts";
+import { createRepoService, initRepo } from "./repo/service.ts";
+import { AccountKeys } from "./accounts/account_keys.ts";
+import { BlockStore } from "./repo/block_store.ts";
+import { Sequencer } from "./sequencer/sequencer.ts";
+import { createExportGate } from "./xrpc/sync.ts";
 import {
   KV_CHECKPOINTS,
   startWalCheckpointer,
@@ -27,7 +31,10 @@ import { BlobSweeper } from "./blobs/blob_gc.ts";
 /** HKDF `info` of the service signing key; changing it changes the published key. */
 export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
 
-/** Builds a context: derives the service key from the JWT secret. */
+/**
+ * Builds a context: derives the service key from the JWT secret and builds the services of the
+ * store (each once per context).
+ */
 export async function createPdsContext(opts: {
   config: PdsConfig;
   kv: Deno.Kv;
@@ -45,13 +52,26 @@ export async function createPdsContext(opts: {
     importSigningKey(keyPair),
     importVerifyKey(keyPair.publicKey),
   ]);
+  const kv = opts.kv;
+  const log = opts.log ?? createLogger("pds", { level: opts.config.logLevel });
+  const now = opts.now ?? Date.now;
+  const sequencer = new Sequencer(kv);
+  const blocks = new BlockStore(kv);
+  const accountKeys = new AccountKeys(kv);
   const ctx: PdsContext = {
     config: opts.config,
-    kv: opts.kv,
-    log: opts.log ?? createLogger("pds", { level: opts.config.logLevel }),
-    now: opts.now ?? Date.now,
+    kv,
+    log,
+    now,
     serviceKeys: { keyPair, signingKey, verifyKey },
     hooks: opts.hooks ?? {},
+    sequencer,
+    blocks,
+    accountKeys,
+    repos: createRepoService({ kv, log, now: () => ctx.now(), accountKeys, blocks, sequencer }),
+    accessTokens: new Map(),
+    exportGate: createExportGate(),
+    stream: null,
   };
   // Default wiring: every new account gets its empty initial commit.
   if (opts.hooks === undefined) {
@@ -179,7 +199,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
         await server.shutdown();
         await server.finished;
         // No write is left to queue one: let a running compaction finish, drop queued ones.
-        await repoServiceFor(ctx).compactionsSettled({ stop: true });
+        await ctx.repos.compactionsSettled({ stop: true });
         await checkpointer?.stop();
         ownedKv?.close();
       })();

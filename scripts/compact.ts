@@ -27,6 +27,8 @@ import { silentLogger } from "../shared/log.ts";
 import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
 import { openExistingPdsKv, StoreMissingError } from "./_pds_store.ts";
 import { type RepoRoot, RepoService } from "../pds/repo/repository.ts";
+import { BlockStore } from "../pds/repo/block_store.ts";
+import { Sequencer } from "../pds/sequencer/sequencer.ts";
 import type { CompactionResult } from "../pds/repo/compaction.ts";
 import { repoRootPrefix } from "../pds/store/keys.ts";
 
@@ -70,6 +72,8 @@ export async function runCompactCli(
   try {
     const repo = new RepoService({
       kv,
+      blocks: new BlockStore(kv),
+      sequencer: new Sequencer(kv),
       log: silentLogger,
       now: Date.now,
       signingKey: () => Promise.resolve(null), // compaction signs nothing

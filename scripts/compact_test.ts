@@ -7,7 +7,7 @@ import { makeTempDir, runPdsScript } from "../tests/_util.ts";
 import { signUp, startTestServer, xrpcGet, xrpcPost } from "../pds/_test_helpers.ts";
 import { readCar } from "../shared/car.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
-import { KvBlockSource } from "../pds/repo/block_store.ts";
+import { BlockStore } from "../pds/repo/block_store.ts";
 import type { RepoRoot } from "../pds/repo/repository.ts";
 import { repoRootKey } from "../pds/store/keys.ts";
 
@@ -21,7 +21,7 @@ async function storage(kvPath: string, did: string) {
   const kv = await Deno.openKv(kvPath);
   try {
     let copies = 0;
-    for (const pack of await new KvBlockSource(kv, did).packs()) copies += pack.blocks.size;
+    for (const pack of await new BlockStore(kv).source(did).packs()) copies += pack.blocks.size;
     const root = (await kv.get<RepoRoot>(repoRootKey(did))).value!;
     return { copies, root };
   } finally {

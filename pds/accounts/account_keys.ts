@@ -3,7 +3,7 @@
  * same atomic operation as the account), listed in the account's DID document, and used to sign
  * the account's repository commits.
  *
- * Keys never change once written, so reads are cached per KV handle.
+ * Keys never change once written, so reads are cached by the {@link AccountKeys} of the context.
  *
  * @module
  */
@@ -17,22 +17,28 @@ interface StoredKeyPair {
   publicKey: Uint8Array;
 }
 
-const cache = new WeakMap<Deno.Kv, Map<string, P256KeyPair>>();
+/** The account keys of one KV store, cached (keys never change once written). */
+export class AccountKeys {
+  readonly #kv: Deno.Kv;
+  readonly #cache = new Map<string, P256KeyPair>();
 
-/** Returns the signing key pair of `did`, or null when the account has none (unknown DID). */
-export async function getAccountKeyPair(kv: Deno.Kv, did: string): Promise<P256KeyPair | null> {
-  let byDid = cache.get(kv);
-  const hit = byDid?.get(did);
-  if (hit) return hit;
-  const entry = await kv.get<StoredKeyPair>(accountSigningKeyKey(did));
-  if (entry.value === null) return null;
-  const pair: P256KeyPair = {
-    privateKey: entry.value.privateKey,
-    publicKey: entry.value.publicKey,
-  };
-  if (!byDid) cache.set(kv, byDid = new Map());
-  byDid.set(did, pair);
-  return pair;
+  constructor(kv: Deno.Kv) {
+    this.#kv = kv;
+  }
+
+  /** Returns the signing key pair of `did`, or null when the account has none (unknown DID). */
+  async get(did: string): Promise<P256KeyPair | null> {
+    const hit = this.#cache.get(did);
+    if (hit) return hit;
+    const entry = await this.#kv.get<StoredKeyPair>(accountSigningKeyKey(did));
+    if (entry.value === null) return null;
+    const pair: P256KeyPair = {
+      privateKey: entry.value.privateKey,
+      publicKey: entry.value.publicKey,
+    };
+    this.#cache.set(did, pair);
+    return pair;
+  }
 }
 
 /** Adds the write of a new account's key pair to an atomic operation (no existing key allowed). */

@@ -18,7 +18,9 @@ import { XrpcError } from "../xrpc/errors.ts";
 import { TokenError, verifyAccessToken } from "./tokens.ts";
 
 const CACHE_LIMIT = 10_000;
-const caches = new WeakMap<PdsContext, Map<string, { did: string; expMs: number }>>();
+
+/** Verified access tokens of one context (`ctx.accessTokens`): token -> subject and expiry. */
+export type AccessTokenCache = Map<string, { did: string; expMs: number }>;
 
 /**
  * Returns the bearer token of the request; throws 401 `AuthMissing` when there is none and 400
@@ -53,8 +55,7 @@ export function requireAccess(ctx?: PdsContext): MiddlewareHandler<PdsEnv> {
 
 /** Verifies an access token (cached) and returns its subject DID; throws `XrpcError`. */
 export async function checkAccessToken(ctx: PdsContext, token: string): Promise<string> {
-  let cache = caches.get(ctx);
-  if (!cache) caches.set(ctx, cache = new Map());
+  const cache = ctx.accessTokens;
   const now = ctx.now();
   const hit = cache.get(token);
   if (hit !== undefined && now < hit.expMs) return hit.did;

@@ -7,7 +7,8 @@
  *
  * Reading a block by CID goes through a per-repository CID -> rev index built lazily by
  * scanning the repository's commits (then kept up to date by this process's commits, and
- * refreshed on a miss, for commits of another process), and a small cache of decoded commits.
+ * refreshed on a miss, for commits of another process), and a small cache of decoded commits;
+ * both are held by the {@link BlockStore} of the KV handle.
  * On the write path, MST nodes come from the process-wide node cache (`mst.ts`), so a commit
  * reads no blocks in steady state.
  *
@@ -106,65 +107,20 @@ interface RepoIndex {
   scanning: Promise<void> | null;
 }
 
-/** Repositories whose CID index is kept per KV handle (least recently used dropped first). */
+/** Repositories whose CID index is kept per block store (least recently used dropped first). */
 const MAX_INDEXED_REPOS = 1_000;
 /**
- * Index entries (blocks) kept per KV handle, all repositories together: about 200 bytes of heap
- * per post (a 20,000-post repository's index took 4.1 MB), so about 100-200 MB at this bound.
- * Past it, the least recently used repositories' indexes are dropped (a later read of one scans
- * its commits again), except those used in the last {@link ACTIVE_INDEX_MS}: a repository larger
- * than the bound, still being written, is not scanned again at every other repository's read.
- * Without the bound, 1,000 large repositories could hold gigabytes.
+ * Index entries (blocks) kept per block store, all repositories together: about 200 bytes of
+ * heap per post (a 20,000-post repository's index took 4.1 MB), so about 100-200 MB at this
+ * bound. Past it, the least recently used repositories' indexes are dropped (a later read of one
+ * scans its commits again), except those used in the last {@link ACTIVE_INDEX_MS}: a repository
+ * larger than the bound, still being written, is not scanned again at every other repository's
+ * read. Without the bound, 1,000 large repositories could hold gigabytes.
  */
 export const MAX_INDEXED_BLOCKS = 2_000_000;
 const ACTIVE_INDEX_MS = 60_000;
 /** Blocks noted by commits between two looks at the bound. */
 const NOTED_BLOCKS_PER_CHECK = 10_000;
-const indexes = new WeakMap<Deno.Kv, Map<string, RepoIndex>>();
-/** Bounds other than the defaults for one KV handle (tests). */
-const blockLimits = new WeakMap<Deno.Kv, { blocks: number; activeMs: number }>();
-/** Blocks noted since the bound was last checked, per KV handle. */
-const notedSinceCheck = new WeakMap<Deno.Kv, number>();
-
-/**
- * Sets the bound on index entries of `kv` and how long a used index is kept past it (tests;
- * defaults {@link MAX_INDEXED_BLOCKS} and one minute).
- */
-export function limitIndexedBlocks(kv: Deno.Kv, blocks: number, activeMs = ACTIVE_INDEX_MS): void {
-  blockLimits.set(kv, { blocks, activeMs });
-}
-
-/** Index entries held for `kv` now, all repositories together (tests, diagnostics). */
-export function indexedBlocks(kv: Deno.Kv): number {
-  let n = 0;
-  for (const index of indexesOf(kv).values()) n += index.revs.size;
-  return n;
-}
-
-/** DIDs of the repositories whose index is held for `kv`, least recently used first (tests). */
-export function indexedRepos(kv: Deno.Kv): string[] {
-  return [...indexesOf(kv).keys()];
-}
-
-/**
- * Drops the least recently used repositories' indexes while the entries of `kv` exceed the
- * bound: never `keep`'s, one being scanned, or one used within the active time. Walks at most
- * {@link MAX_INDEXED_REPOS} maps.
- */
-function enforceBlockLimit(kv: Deno.Kv, keep: string | null): void {
-  const { blocks: limit, activeMs } = blockLimits.get(kv) ??
-    { blocks: MAX_INDEXED_BLOCKS, activeMs: ACTIVE_INDEX_MS };
-  let total = indexedBlocks(kv);
-  if (total <= limit) return;
-  const all = indexesOf(kv);
-  const idleSince = Date.now() - activeMs;
-  for (const [did, index] of all) {
-    if (total <= limit) break;
-    if (did === keep || index.scanning !== null || index.usedAt > idleSince) continue;
-    all.delete(did);
-    total -= index.revs.size;
-  }
-}
 
 /**
  * KV entries per read when scanning a repository's commits. A commit has at most a few chunks
@@ -173,64 +129,114 @@ function enforceBlockLimit(kv: Deno.Kv, keep: string | null): void {
 const SCAN_PAGE = 500;
 /** Decoded commits' blocks, by `did rev` (least recently used dropped first). */
 const MAX_CACHED_PACKS = 512;
-const packs = new WeakMap<Deno.Kv, Map<string, Map<string, Uint8Array>>>();
-
-function indexesOf(kv: Deno.Kv): Map<string, RepoIndex> {
-  let m = indexes.get(kv);
-  if (!m) indexes.set(kv, m = new Map());
-  return m;
-}
 
 /**
- * Records the blocks a commit of this process wrote in the CID index (when the repository's
- * index is loaded) and the commit cache.
+ * The repository blocks of one KV handle and this process's caches of them: the per-repository
+ * CID indexes and the decoded commits. An account host builds one in `createPdsContext`
+ * (`ctx.blocks`); its writer, readers, compaction and push share it.
  */
-export function noteCommitBlocks(
-  kv: Deno.Kv,
-  did: string,
-  since: string | null,
-  rev: string,
-  blocks: Block[],
-): void {
-  const index = indexesOf(kv).get(did);
-  if (index && index.scanning === null && rev > index.lastRev) {
-    for (const b of blocks) index.revs.set(formatCid(b.cid), rev);
-    // Only a commit right after the last one seen proves no other commit was missed.
-    if (since === index.lastRev) index.lastRev = rev;
-    index.usedAt = Date.now();
-    // Commits grow the indexes a few entries at a time: look at the bound now and then.
-    const noted = (notedSinceCheck.get(kv) ?? 0) + blocks.length;
-    notedSinceCheck.set(kv, noted >= NOTED_BLOCKS_PER_CHECK ? 0 : noted);
-    if (noted >= NOTED_BLOCKS_PER_CHECK) enforceBlockLimit(kv, did);
-  }
-}
+export class BlockStore {
+  readonly kv: Deno.Kv;
+  /** Per-repository CID indexes, least recently used first (read and kept by {@link KvBlockSource}). */
+  readonly indexes = new Map<string, RepoIndex>();
+  /** Decoded commits' blocks by `did rev`, least recently used first ({@link KvBlockSource}). */
+  readonly packs = new Map<string, Map<string, Uint8Array>>();
+  #limit = { blocks: MAX_INDEXED_BLOCKS, activeMs: ACTIVE_INDEX_MS };
+  /** Blocks noted since the bound was last checked. */
+  #notedSinceCheck = 0;
 
-/**
- * Forgets, in this process, what a compaction removed from the stored commits `revs`: the CID
- * index entries that pointed at one of them for a block it no longer holds (`removed`: CID
- * string -> the rev it was removed from), and the decoded copies of those commits.
- */
-export function forgetCompacted(
-  kv: Deno.Kv,
-  did: string,
-  removed: ReadonlyMap<string, string>,
-  revs: Iterable<string>,
-): void {
-  const index = indexesOf(kv).get(did);
-  if (index) {
-    for (const [cid, rev] of removed) if (index.revs.get(cid) === rev) index.revs.delete(cid);
+  constructor(kv: Deno.Kv) {
+    this.kv = kv;
   }
-  const cache = packs.get(kv);
-  if (cache) { for (const rev of revs) cache.delete(`${did} ${rev}`); }
+
+  /** The blocks of one repository. */
+  source(did: string): KvBlockSource {
+    return new KvBlockSource(this, did);
+  }
+
+  /**
+   * Sets the bound on index entries and how long a used index is kept past it (tests; defaults
+   * {@link MAX_INDEXED_BLOCKS} and one minute).
+   */
+  limitIndexedBlocks(blocks: number, activeMs = ACTIVE_INDEX_MS): void {
+    this.#limit = { blocks, activeMs };
+  }
+
+  /** Index entries held now, all repositories together (tests, diagnostics). */
+  indexedBlocks(): number {
+    let n = 0;
+    for (const index of this.indexes.values()) n += index.revs.size;
+    return n;
+  }
+
+  /** DIDs of the repositories whose index is held, least recently used first (tests). */
+  indexedRepos(): string[] {
+    return [...this.indexes.keys()];
+  }
+
+  /**
+   * Drops the least recently used repositories' indexes while the entries exceed the bound:
+   * never `keep`'s, one being scanned, or one used within the active time. Walks at most
+   * {@link MAX_INDEXED_REPOS} maps.
+   */
+  enforceBlockLimit(keep: string | null): void {
+    const { blocks: limit, activeMs } = this.#limit;
+    let total = this.indexedBlocks();
+    if (total <= limit) return;
+    const idleSince = Date.now() - activeMs;
+    for (const [did, index] of this.indexes) {
+      if (total <= limit) break;
+      if (did === keep || index.scanning !== null || index.usedAt > idleSince) continue;
+      this.indexes.delete(did);
+      total -= index.revs.size;
+    }
+  }
+
+  /**
+   * Records the blocks a commit of this process wrote in the CID index (when the repository's
+   * index is loaded) and the commit cache.
+   */
+  noteCommitBlocks(did: string, since: string | null, rev: string, blocks: Block[]): void {
+    const index = this.indexes.get(did);
+    if (index && index.scanning === null && rev > index.lastRev) {
+      for (const b of blocks) index.revs.set(formatCid(b.cid), rev);
+      // Only a commit right after the last one seen proves no other commit was missed.
+      if (since === index.lastRev) index.lastRev = rev;
+      index.usedAt = Date.now();
+      // Commits grow the indexes a few entries at a time: look at the bound now and then.
+      const noted = this.#notedSinceCheck + blocks.length;
+      this.#notedSinceCheck = noted >= NOTED_BLOCKS_PER_CHECK ? 0 : noted;
+      if (noted >= NOTED_BLOCKS_PER_CHECK) this.enforceBlockLimit(did);
+    }
+  }
+
+  /**
+   * Forgets, in this process, what a compaction removed from the stored commits `revs`: the
+   * CID index entries that pointed at one of them for a block it no longer holds (`removed`:
+   * CID string -> the rev it was removed from), and the decoded copies of those commits.
+   */
+  forgetCompacted(
+    did: string,
+    removed: ReadonlyMap<string, string>,
+    revs: Iterable<string>,
+  ): void {
+    const index = this.indexes.get(did);
+    if (index) {
+      for (const [cid, rev] of removed) if (index.revs.get(cid) === rev) index.revs.delete(cid);
+    }
+    for (const rev of revs) this.packs.delete(`${did} ${rev}`);
+  }
 }
 
 /** Reads the blocks of one repository. */
 export class KvBlockSource implements NodeSource {
+  readonly #store: BlockStore;
   readonly #kv: Deno.Kv;
   readonly #did: string;
 
-  constructor(kv: Deno.Kv, did: string) {
-    this.#kv = kv;
+  constructor(store: BlockStore, did: string) {
+    this.#store = store;
+    this.#kv = store.kv;
     this.#did = did;
   }
 
@@ -273,7 +279,7 @@ export class KvBlockSource implements NodeSource {
       // The index names a commit that no longer holds the block: another process compacted it,
       // keeping the block in a later commit whose copy this index missed (a commit that landed
       // during a scan is not recorded). Index the repository again.
-      indexesOf(this.#kv).delete(this.#did);
+      this.#store.indexes.delete(this.#did);
       return this.getStored(cids, true);
     }
     return out;
@@ -281,8 +287,7 @@ export class KvBlockSource implements NodeSource {
 
   /** The blocks one commit wrote, by CID string (empty when there is no such commit). */
   async readCommit(rev: string): Promise<Map<string, Uint8Array>> {
-    let cache = packs.get(this.#kv);
-    if (!cache) packs.set(this.#kv, cache = new Map());
+    const cache = this.#store.packs;
     const key = `${this.#did} ${rev}`;
     const hit = cache.get(key);
     if (hit) {
@@ -318,7 +323,7 @@ export class KvBlockSource implements NodeSource {
 
   /** The CID index of the repository; `refresh` scans commits newer than the last seen. */
   async #index(refresh = false): Promise<RepoIndex> {
-    const all = indexesOf(this.#kv);
+    const all = this.#store.indexes;
     let index = all.get(this.#did);
     if (index) {
       all.delete(this.#did);
@@ -338,7 +343,7 @@ export class KvBlockSource implements NodeSource {
         if (rev > target.lastRev) target.lastRev = rev;
       }).finally(() => target.scanning = null);
       await target.scanning;
-      enforceBlockLimit(this.#kv, this.#did);
+      this.#store.enforceBlockLimit(this.#did);
     }
     return index;
   }

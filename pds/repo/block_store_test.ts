@@ -2,15 +2,7 @@ import assert from "node:assert/strict";
 import { cidForRaw, formatCid } from "../../shared/cid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { repoBlocksKey } from "../store/keys.ts";
-import {
-  encodeBlockPack,
-  indexedBlocks,
-  indexedRepos,
-  KvBlockSource,
-  limitIndexedBlocks,
-  noteCommitBlocks,
-  putBlocks,
-} from "./block_store.ts";
+import { BlockStore, encodeBlockPack, putBlocks } from "./block_store.ts";
 import type { Block } from "./mst.ts";
 
 const DID = "did:plc:bbbbbbbbbbbbbbbbbbbbbbbb";
@@ -93,7 +85,7 @@ for (
         kv,
         () => rewriteCommit(kv, revs[499], oldChunks, rewritten),
       );
-      const all = await new KvBlockSource(reader, DID).all();
+      const all = await new BlockStore(reader).source(DID).all();
 
       const expected = new Map<string, { rev: string; bytes: Uint8Array }>();
       for (let i = 0; i < 499; i++) {
@@ -127,7 +119,7 @@ Deno.test("packs() reports each stored commit once with its chunk count, across 
       expected.push({ rev, chunks, cids: blocks.map((b) => formatCid(b.cid)) });
       entries += chunks;
     }
-    const packs = await new KvBlockSource(kv, DID).packs();
+    const packs = await new BlockStore(kv).source(DID).packs();
     assert.deepEqual(
       packs.map((p) => ({ rev: p.rev, chunks: p.chunks, cids: [...p.blocks.keys()] })),
       expected,
@@ -140,8 +132,9 @@ Deno.test("packs() reports each stored commit once with its chunk count, across 
 Deno.test("the CID indexes of all repositories stay under their bound; the least recently read go first", async () => {
   await using dir = await makeTempDir("pds-block-index-");
   const kv = await Deno.openKv(`${dir.path}/kv`);
+  const store = new BlockStore(kv);
   try {
-    limitIndexedBlocks(kv, 250, 0);
+    store.limitIndexedBlocks(250, 0);
     const [a, b, c] = ["a", "b", "c"].map((x) => `did:plc:${x.repeat(24)}`);
     const firsts = new Map<string, Block>();
     for (const [r, did] of [a, b, c].entries()) {
@@ -155,30 +148,30 @@ Deno.test("the CID indexes of all repositories stay under their bound; the least
       }
     }
     const read = async (did: string) => {
-      const got = await new KvBlockSource(kv, did).getBlock(firsts.get(did)!.cid);
+      const got = await store.source(did).getBlock(firsts.get(did)!.cid);
       assert.deepEqual(got, firsts.get(did)!.bytes);
     };
     await read(a);
     await read(b);
-    assert.deepEqual(indexedRepos(kv), [a, b]);
-    assert.equal(indexedBlocks(kv), 200);
+    assert.deepEqual(store.indexedRepos(), [a, b]);
+    assert.equal(store.indexedBlocks(), 200);
     await read(a); // a is now more recently read than b
     await read(c); // 300 entries: b's index goes
-    assert.deepEqual(indexedRepos(kv), [a, c]);
-    assert.equal(indexedBlocks(kv), 200);
+    assert.deepEqual(store.indexedRepos(), [a, c]);
+    assert.equal(store.indexedBlocks(), 200);
     // Every block is still readable: b is scanned again, and a (the least recently read) goes.
     await read(b);
-    assert.deepEqual(indexedRepos(kv), [c, b]);
+    assert.deepEqual(store.indexedRepos(), [c, b]);
 
     // An index used within the active time stays past the bound; then it goes like the others.
-    limitIndexedBlocks(kv, 150, 60_000);
+    store.limitIndexedBlocks(150, 60_000);
     await read(a);
-    assert.deepEqual(indexedRepos(kv), [c, b, a]);
-    assert.equal(indexedBlocks(kv), 300);
-    limitIndexedBlocks(kv, 150, 0);
+    assert.deepEqual(store.indexedRepos(), [c, b, a]);
+    assert.equal(store.indexedBlocks(), 300);
+    store.limitIndexedBlocks(150, 0);
     // A block a's index lacks makes it scan for newer commits, then look at the bound.
-    assert.equal(await new KvBlockSource(kv, a).getBlock(block(40, 99_999).cid), null);
-    assert.deepEqual(indexedRepos(kv), [a]);
+    assert.equal(await store.source(a).getBlock(block(40, 99_999).cid), null);
+    assert.deepEqual(store.indexedRepos(), [a]);
   } finally {
     kv.close();
   }
@@ -187,17 +180,18 @@ Deno.test("the CID indexes of all repositories stay under their bound; the least
 Deno.test("commits noted into held indexes are held to the bound as well", async () => {
   await using dir = await makeTempDir("pds-block-index-commits-");
   const kv = await Deno.openKv(`${dir.path}/kv`);
+  const store = new BlockStore(kv);
   try {
-    limitIndexedBlocks(kv, 5_000, 0);
+    store.limitIndexedBlocks(5_000, 0);
     const [a, b] = ["a", "b"].map((x) => `did:plc:${x.repeat(24)}`);
     for (const [r, did] of [a, b].entries()) {
       const first = block(40, 50_000 + r);
       const op = kv.atomic();
       putBlocks(op, did, "3kaaaaaaaa0aa", [first]);
       assert.equal((await op.commit()).ok, true);
-      assert.deepEqual(await new KvBlockSource(kv, did).getBlock(first.cid), first.bytes);
+      assert.deepEqual(await store.source(did).getBlock(first.cid), first.bytes);
     }
-    assert.deepEqual(indexedRepos(kv), [a, b]);
+    assert.deepEqual(store.indexedRepos(), [a, b]);
     // Commits of b, as this process notes them: 10,000 blocks in all.
     let since = "3kaaaaaaaa0aa";
     for (let n = 1; n <= 100; n++) {
@@ -206,12 +200,12 @@ Deno.test("commits noted into held indexes are held to the bound as well", async
         const bytes = new TextEncoder().encode(`block ${n} ${i}`);
         return { cid: cidForRaw(bytes), bytes };
       });
-      noteCommitBlocks(kv, b, since, rev, blocks);
+      store.noteCommitBlocks(b, since, rev, blocks);
       since = rev;
     }
     // a (idle, least recently used) was dropped at the check; b, being written, stays.
-    assert.deepEqual(indexedRepos(kv), [b]);
-    assert.equal(indexedBlocks(kv), 10_001);
+    assert.deepEqual(store.indexedRepos(), [b]);
+    assert.equal(store.indexedBlocks(), 10_001);
   } finally {
     kv.close();
   }

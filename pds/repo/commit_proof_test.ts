@@ -13,7 +13,8 @@ import { type CID, formatCid } from "../../shared/cid.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
-import { type CommitEvent, sequencerFor } from "../sequencer/sequencer.ts";
+import type { CommitEvent } from "../sequencer/sequencer.ts";
+import { storeParts } from "../_test_helpers.ts";
 import { RepoService, type RepoWrite } from "./repository.ts";
 import { keyHeight } from "./mst.ts";
 
@@ -35,7 +36,7 @@ async function withRepos(
   try {
     const key = generateP256KeyPair();
     const repo = new RepoService({
-      kv,
+      ...storeParts(kv),
       log: silentLogger,
       now: Date.now,
       signingKey: () => Promise.resolve(key),
@@ -169,13 +170,13 @@ function keysByLayer(collection: string, counts: number[], salt: string): string
 /** Commits `writes`, then checks the frame it produced; returns that frame. */
 async function commitAndCheck(
   repo: RepoService,
-  kv: Deno.Kv,
+  _kv: Deno.Kv,
   ctx: { did: string; didKey: string; all: MemoryBlockstore },
   writes: RepoWrite[],
 ): Promise<CommitEvent> {
   const result = await repo.applyWrites(ctx.did, writes);
   assert.ok(result.commit, "the writes change the repository");
-  const [stored] = await sequencerFor(kv).readEvents(result.commit.seq - 1, 1);
+  const [stored] = await repo.sequencer.readEvents(result.commit.seq - 1, 1);
   const event = stored.event;
   assert.equal(event.seq, result.commit.seq);
   assert.deepEqual(await checkFrame(event, ctx.did, ctx.didKey), expectedCheck(event));
@@ -184,10 +185,10 @@ async function commitAndCheck(
 }
 
 /** A new repository's context, with its first (empty) commit's blocks in `all`. */
-async function newRepo(repo: RepoService, kv: Deno.Kv, did: string, didKey: string) {
+async function newRepo(repo: RepoService, _kv: Deno.Kv, did: string, didKey: string) {
   await repo.initRepo(did);
   const all = new MemoryBlockstore();
-  const events = await sequencerFor(kv).readEvents(0, 10_000);
+  const events = await repo.sequencer.readEvents(0, 10_000);
   const first = events.find((e) => e.event.repo === did)!;
   await all.putMany((await readCarWithRoot(first.event.blocks)).blocks);
   return { did, didKey, all };

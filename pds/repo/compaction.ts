@@ -28,9 +28,8 @@ import { parseCid } from "../../shared/cid.ts";
 import { repoBlocksKey, repoRootKey } from "../store/keys.ts";
 import {
   BLOCKS_CHUNK_BYTES,
+  type BlockStore,
   encodeBlockPack,
-  forgetCompacted,
-  KvBlockSource,
   type StoredPack,
 } from "./block_store.ts";
 import type { Block } from "./mst.ts";
@@ -93,7 +92,7 @@ export interface CompactionOptions {
  * @throws {Error} when a block the root reaches is not stored (nothing is removed then).
  */
 export async function compactRepoBlocks(
-  kv: Deno.Kv,
+  store: BlockStore,
   did: string,
   root: RepoRoot & { versionstamp: string },
   opts: CompactionOptions = {},
@@ -114,7 +113,7 @@ export async function compactRepoBlocks(
     },
   };
   try {
-    return await compact(kv, did, root, run);
+    return await compact(store, did, root, run);
   } catch (err) {
     if (opts.signal?.aborted && err === opts.signal.reason) {
       return { ...run.result, complete: false };
@@ -134,13 +133,14 @@ interface Run {
 }
 
 async function compact(
-  kv: Deno.Kv,
+  store: BlockStore,
   did: string,
   root: RepoRoot & { versionstamp: string },
   { pace, maxMutations, maxBytes, restAfterWrites, result }: Run,
 ): Promise<CompactionResult> {
   pace.signal?.throwIfAborted();
-  const packs = await new KvBlockSource(kv, did).packs(pace);
+  const kv = store.kv;
+  const packs = await store.source(did).packs(pace);
   const latest = new Map<string, StoredPack>();
   for (const pack of packs) for (const id of pack.blocks.keys()) latest.set(id, pack);
   const reachable = await reachableBlocks(
@@ -169,7 +169,7 @@ async function compact(
       result.blocksRemoved += change.dropped.length;
       result.bytesRemoved += change.droppedBytes;
     }
-    forgetCompacted(kv, did, removed, pending.map((change) => change.rev));
+    store.forgetCompacted(did, removed, pending.map((change) => change.rev));
     op = newOp();
     mutations = bytes = 0;
     pending = [];

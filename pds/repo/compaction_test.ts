@@ -9,21 +9,25 @@ import { encodeDidKey } from "../../shared/multikey.ts";
 import { COLLECTION_LIKE, COLLECTION_POST, COLLECTION_PROFILE } from "../../shared/nsid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { repoRootKey } from "../store/keys.ts";
-import { KvBlockSource } from "./block_store.ts";
+import { BlockStore } from "./block_store.ts";
 import { compactRepoBlocks } from "./compaction.ts";
 import { exportRepoCar, getRecord, getRecordProofCar } from "./reader.ts";
+import { storeParts } from "../_test_helpers.ts";
 import { type RepoRoot, RepoService, type RepoWrite } from "./repository.ts";
 
 const DID = "did:plc:cccccccccccccccccccccccc";
 const NOW = "2024-05-01T12:00:00.000Z";
 
+/** The parts of one KV handle its services share (`storeParts`). */
+type StoreParts = ReturnType<typeof storeParts>;
+
 function service(
-  kv: Deno.Kv,
+  parts: StoreParts,
   key: P256KeyPair,
   opts: { compactAfterGarbageBlocks?: number; log?: Logger } = {},
 ): RepoService {
   return new RepoService({
-    kv,
+    ...parts,
     log: opts.log ?? silentLogger,
     now: Date.now,
     signingKey: (did) => Promise.resolve(did === DID ? key : null),
@@ -31,11 +35,13 @@ function service(
   });
 }
 
-async function withKv(fn: (kv: Deno.Kv, key: P256KeyPair) => Promise<void>): Promise<void> {
+async function withKv(
+  fn: (kv: Deno.Kv, key: P256KeyPair, parts: StoreParts) => Promise<void>,
+): Promise<void> {
   await using dir = await makeTempDir();
   const kv = await Deno.openKv(`${dir.path}/pds.kv`);
   try {
-    await fn(kv, generateP256KeyPair());
+    await fn(kv, generateP256KeyPair(), storeParts(kv));
   } finally {
     kv.close();
   }
@@ -44,7 +50,7 @@ async function withKv(fn: (kv: Deno.Kv, key: P256KeyPair) => Promise<void>): Pro
 /** Every stored copy of every block: CID string -> number of stored commits holding it. */
 async function storedCopies(kv: Deno.Kv): Promise<Map<string, number>> {
   const out = new Map<string, number>();
-  for (const pack of await new KvBlockSource(kv, DID).packs()) {
+  for (const pack of await new BlockStore(kv).source(DID).packs()) {
     for (const id of pack.blocks.keys()) out.set(id, (out.get(id) ?? 0) + 1);
   }
   return out;
@@ -91,10 +97,10 @@ async function writeHistory(repo: RepoService): Promise<{ deleted: string[]; kep
 }
 
 Deno.test("compaction keeps exactly the blocks the current commit reaches, once each (spec 1 rule 2)", async () => {
-  await withKv(async (kv, key) => {
-    const repo = service(kv, key);
+  await withKv(async (kv, key, parts) => {
+    const repo = service(parts, key);
     const { deleted, kept } = await writeHistory(repo);
-    const exported = await exportRepoCar(kv, DID);
+    const exported = await exportRepoCar(repo.blocks, DID);
     const reachable = new Set(readCar(exported).blocks.keys());
     const before = await storedCopies(kv);
     const copiesBefore = [...before.values()].reduce((a, b) => a + b, 0);
@@ -110,7 +116,7 @@ Deno.test("compaction keeps exactly the blocks the current commit reaches, once 
     assert.ok([...after.values()].every((n) => n === 1), "each block stored once");
 
     // Nothing a reader sees changed: the same export, verified; every record still readable.
-    assert.deepEqual(await exportRepoCar(kv, DID), exported);
+    assert.deepEqual(await exportRepoCar(repo.blocks, DID), exported);
     const verified = await verifyRepoCar(exported, DID, encodeDidKey(key.publicKey));
     assert.equal(verified.creates.length, kept.length + 1); // + the profile
     for (const path of kept) {
@@ -134,7 +140,7 @@ Deno.test("compaction keeps exactly the blocks the current commit reaches, once 
       record: { text: "after", createdAt: NOW },
     }]);
     const next = await verifyRepoCar(
-      await exportRepoCar(kv, DID),
+      await exportRepoCar(repo.blocks, DID),
       DID,
       encodeDidKey(key.publicKey),
     );
@@ -143,8 +149,8 @@ Deno.test("compaction keeps exactly the blocks the current commit reaches, once 
 });
 
 Deno.test("a compaction whose root is no longer current removes nothing", async () => {
-  await withKv(async (kv, key) => {
-    const repo = service(kv, key);
+  await withKv(async (kv, key, parts) => {
+    const repo = service(parts, key);
     await writeHistory(repo);
     const stale = await currentRoot(kv);
     await repo.applyWrites(DID, [{
@@ -153,20 +159,20 @@ Deno.test("a compaction whose root is no longer current removes nothing", async 
       record: { text: "moves the root", createdAt: NOW },
     }]);
     const before = await storedCopies(kv);
-    const result = await compactRepoBlocks(kv, DID, stale);
+    const result = await compactRepoBlocks(repo.blocks, DID, stale);
     assert.equal(result.complete, false);
     assert.equal(result.blocksRemoved, 0);
     assert.deepEqual(await storedCopies(kv), before);
-    await verifyRepoCar(await exportRepoCar(kv, DID), DID, encodeDidKey(key.publicKey));
+    await verifyRepoCar(await exportRepoCar(repo.blocks, DID), DID, encodeDidKey(key.publicKey));
   });
 });
 
 Deno.test("writes queue a compaction once their garbage reaches the threshold", async () => {
-  await withKv(async (kv, key) => {
+  await withKv(async (kv, key, parts) => {
     const lines: string[] = [];
     const log = { ...silentLogger, info: (msg: string) => void lines.push(msg) } as Logger;
     // Below the threshold: every block ever written is still stored.
-    const lazy = service(kv, key, { compactAfterGarbageBlocks: 1_000_000, log });
+    const lazy = service(parts, key, { compactAfterGarbageBlocks: 1_000_000, log });
     const paths: string[] = [];
     for (let i = 0; i < 10; i++) {
       const res = await lazy.applyWrites(DID, [{
@@ -176,11 +182,12 @@ Deno.test("writes queue a compaction once their garbage reaches the threshold", 
       }]);
       paths.push(res.results[0].uri);
     }
-    const reachableCount = () => exportRepoCar(kv, DID).then((car) => readCar(car).blocks.size);
+    const reachableCount = () =>
+      exportRepoCar(parts.blocks, DID).then((car) => readCar(car).blocks.size);
     assert.ok((await storedCopies(kv)).size > await reachableCount());
     assert.equal(lines.filter((l) => l === "repository compacted").length, 0);
 
-    const eager = service(kv, key, { compactAfterGarbageBlocks: 20, log });
+    const eager = service(parts, key, { compactAfterGarbageBlocks: 20, log });
     for (let i = 0; i < 10; i++) {
       await eager.applyWrites(DID, [{
         action: "create",
@@ -193,13 +200,13 @@ Deno.test("writes queue a compaction once their garbage reaches the threshold", 
     assert.ok(lines.filter((l) => l === "repository compacted").length >= 2);
     const stored = await storedCopies(kv);
     assert.equal(stored.size, await reachableCount());
-    await verifyRepoCar(await exportRepoCar(kv, DID), DID, encodeDidKey(key.publicKey));
+    await verifyRepoCar(await exportRepoCar(parts.blocks, DID), DID, encodeDidKey(key.publicKey));
   });
 });
 
 Deno.test("each commit counts its garbage in the root; a compaction resets the count", async () => {
-  await withKv(async (kv, key) => {
-    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+  await withKv(async (kv, key, parts) => {
+    const repo = service(parts, key, { compactAfterGarbageBlocks: 1_000_000 });
     // A history without shared blocks (no identical records), so that every stored copy beyond
     // the reachable ones is garbage some commit counted.
     const rkeys: string[] = [];
@@ -222,7 +229,7 @@ Deno.test("each commit counts its garbage in the root; a compaction resets the c
     for (const rkey of rkeys.slice(0, 10)) {
       await repo.applyWrites(DID, [{ action: "delete", collection: COLLECTION_POST, rkey }]);
     }
-    const reachable = readCar(await exportRepoCar(kv, DID)).blocks.size;
+    const reachable = readCar(await exportRepoCar(repo.blocks, DID)).blocks.size;
     const copies = [...(await storedCopies(kv)).values()].reduce((a, b) => a + b, 0);
     const root = await currentRoot(kv);
     assert.equal(root.garbage, copies - reachable);
@@ -243,7 +250,7 @@ Deno.test("each commit counts its garbage in the root; a compaction resets the c
     }]);
     const next = await currentRoot(kv);
     const garbage = [...(await storedCopies(kv)).values()].reduce((a, b) => a + b, 0) -
-      readCar(await exportRepoCar(kv, DID)).blocks.size;
+      readCar(await exportRepoCar(repo.blocks, DID)).blocks.size;
     assert.equal(next.garbage, garbage);
     assert.ok(garbage > 0);
     assert.equal(next.kept, reachable);
@@ -251,8 +258,8 @@ Deno.test("each commit counts its garbage in the root; a compaction resets the c
 });
 
 Deno.test("a restarted account host compacts on the garbage the previous run counted", async () => {
-  await withKv(async (kv, key) => {
-    const before = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+  await withKv(async (kv, key, parts) => {
+    const before = service(parts, key, { compactAfterGarbageBlocks: 1_000_000 });
     for (let i = 0; i < 20; i++) {
       await before.applyWrites(DID, [{
         action: "create",
@@ -267,7 +274,7 @@ Deno.test("a restarted account host compacts on the garbage the previous run cou
     // that this commit's own garbage is far below.
     const lines: string[] = [];
     const log = { ...silentLogger, info: (msg: string) => void lines.push(msg) } as Logger;
-    const after = service(kv, key, { compactAfterGarbageBlocks: counted + 1, log });
+    const after = service(parts, key, { compactAfterGarbageBlocks: counted + 1, log });
     await after.applyWrites(DID, [{
       action: "create",
       collection: COLLECTION_POST,
@@ -278,15 +285,15 @@ Deno.test("a restarted account host compacts on the garbage the previous run cou
     const root = await currentRoot(kv);
     assert.equal(root.garbage, 0);
     const stored = await storedCopies(kv);
-    assert.equal(stored.size, readCar(await exportRepoCar(kv, DID)).blocks.size);
+    assert.equal(stored.size, readCar(await exportRepoCar(parts.blocks, DID)).blocks.size);
     assert.equal(root.kept, stored.size);
   });
 });
 
 Deno.test("a writer holding a root compacted away by another process retries from the new root", async () => {
-  await withKv(async (kv, key) => {
-    const a = service(kv, key);
-    const b = service(kv, key); // a second process sharing the KV file
+  await withKv(async (kv, key, parts) => {
+    const a = service(parts, key);
+    const b = service(parts, key); // a second process sharing the KV file
     await b.applyWrites(DID, [{
       action: "create",
       collection: COLLECTION_POST,
@@ -308,7 +315,7 @@ Deno.test("a writer holding a root compacted away by another process retries fro
     }]);
     assert.equal(res.commit!.cid, (await currentRoot(kv)).commitCid);
     const verified = await verifyRepoCar(
-      await exportRepoCar(kv, DID),
+      await exportRepoCar(parts.blocks, DID),
       DID,
       encodeDidKey(key.publicKey),
     );
@@ -345,8 +352,8 @@ function pausedAfterFirstRead(kv: Deno.Kv, between: () => Promise<void>): Deno.K
 }
 
 Deno.test("getRepo and sync.getRecord readers whose root was compacted away read again from the new root", async () => {
-  await withKv(async (kv, key) => {
-    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+  await withKv(async (kv, key, parts) => {
+    const repo = service(parts, key, { compactAfterGarbageBlocks: 1_000_000 });
     const { kept } = await writeHistory(repo);
     const didKey = encodeDidKey(key.publicKey);
     let n = 0;
@@ -363,17 +370,20 @@ Deno.test("getRepo and sync.getRecord readers whose root was compacted away read
     };
 
     const held = await currentRoot(kv);
-    const car = await exportRepoCar(pausedAfterFirstRead(kv, commitAndCompact), DID);
+    const car = await exportRepoCar(
+      new BlockStore(pausedAfterFirstRead(kv, commitAndCompact)),
+      DID,
+    );
     const now = await currentRoot(kv);
     assert.notEqual(now.commitCid, held.commitCid);
     assert.deepEqual(readCar(car).roots.map(formatCid), [now.commitCid]);
-    assert.deepEqual(car, await exportRepoCar(kv, DID));
+    assert.deepEqual(car, await exportRepoCar(repo.blocks, DID));
     const verified = await verifyRepoCar(car, DID, didKey);
     assert.equal(verified.creates.length, kept.length + 2); // + the profile, + "meanwhile 0"
 
     const [collection, rkey] = kept[0].split("/");
     const proof = await getRecordProofCar(
-      pausedAfterFirstRead(kv, commitAndCompact),
+      new BlockStore(pausedAfterFirstRead(kv, commitAndCompact)),
       DID,
       collection,
       rkey,
@@ -399,7 +409,7 @@ Deno.test("a CID index naming a commit that another process compacted finds the 
   const kvA = await Deno.openKv(path);
   const kvB = await Deno.openKv(path); // another process: its own handle, its own caches
   try {
-    const a = service(kvA, key, { compactAfterGarbageBlocks: 1_000_000 });
+    const a = service(storeParts(kvA), key, { compactAfterGarbageBlocks: 1_000_000 });
     const subject = {
       uri: `at://${DID}/${COLLECTION_POST}/3kaaaaaaaaaa2`,
       cid: "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm",
@@ -417,11 +427,11 @@ Deno.test("a CID index naming a commit that another process compacted finds the 
       record: { text: "indexed by a", createdAt: NOW },
     }]);
     // a's index now exists (built by this read) and names the first like's commit for `shared`.
-    const sourceA = new KvBlockSource(kvA, DID);
+    const sourceA = a.blocks.source(DID);
     assert.equal((await sourceA.getStored([post.results[0].cid!])).size, 1);
 
     // b stores the same record block in a later commit, then compacts: the block stays only there.
-    const b = service(kvB, key, { compactAfterGarbageBlocks: 1_000_000 });
+    const b = service(storeParts(kvB), key, { compactAfterGarbageBlocks: 1_000_000 });
     const second = await b.applyWrites(DID, [like as RepoWrite]);
     assert.equal(second.results[0].cid, shared);
     assert.ok((await b.compact(DID))!.blocksRemoved > 0);
@@ -430,7 +440,7 @@ Deno.test("a CID index naming a commit that another process compacted finds the 
     assert.equal(found.get(shared)?.rev, second.commit!.rev);
     // Writes and proofs through a's handle read it too.
     const [collection, rkey] = first.results[0].uri.split("/").slice(3);
-    const proof = await getRecordProofCar(kvA, DID, collection, rkey);
+    const proof = await getRecordProofCar(a.blocks, DID, collection, rkey);
     assert.ok(readCar(proof).blocks.has(shared));
   } finally {
     kvA.close();
@@ -439,8 +449,8 @@ Deno.test("a CID index naming a commit that another process compacted finds the 
 });
 
 Deno.test("a delete that empties the top of the tree counts the dropped nodes as garbage", async () => {
-  await withKv(async (kv, key) => {
-    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+  await withKv(async (kv, key, parts) => {
+    const repo = service(parts, key, { compactAfterGarbageBlocks: 1_000_000 });
     // Key heights 0 and 2: the second key puts an empty node at layer 1 under the new root, and
     // deleting it drops both the root and that node.
     for (const rkey of ["3kaaaaaa00000", "3kaaaaaa00045"]) {
@@ -457,13 +467,13 @@ Deno.test("a delete that empties the top of the tree counts the dropped nodes as
       rkey: "3kaaaaaa00045",
     }]);
     const copies = [...(await storedCopies(kv)).values()].reduce((a, b) => a + b, 0);
-    const reachable = readCar(await exportRepoCar(kv, DID)).blocks.size;
+    const reachable = readCar(await exportRepoCar(repo.blocks, DID)).blocks.size;
     assert.equal((await currentRoot(kv)).garbage, copies - reachable);
   });
 });
 
 Deno.test("automatic compactions run one at a time, in the background, and leave every repository whole", async () => {
-  await withKv(async (kv, key) => {
+  await withKv(async (_kv, key, parts) => {
     const dids = ["a", "b", "c", "d"].map((c) => `did:plc:${c.repeat(24)}`);
     /** Each logged compaction: its DID, start and end (performance.now()), background flag. */
     const runs: { did: string; start: number; end: number; background: boolean }[] = [];
@@ -481,7 +491,7 @@ Deno.test("automatic compactions run one at a time, in the background, and leave
       },
     } as Logger;
     const repo = new RepoService({
-      kv,
+      ...parts,
       log,
       now: Date.now,
       signingKey: (did) => Promise.resolve(dids.includes(did) ? key : null),
@@ -512,7 +522,7 @@ Deno.test("automatic compactions run one at a time, in the background, and leave
       );
     }
     for (const did of dids) {
-      const car = await exportRepoCar(kv, did);
+      const car = await exportRepoCar(repo.blocks, did);
       await verifyRepoCar(car, did, encodeDidKey(key.publicKey));
       const posts = [...readCar(car).blocks.values()]
         .filter((b) => (decodeCbor(b) as Record<string, unknown>)?.$type === COLLECTION_POST);
@@ -534,8 +544,8 @@ Deno.test("automatic compactions run one at a time, in the background, and leave
 });
 
 Deno.test("an aborted background compaction stops at its next rest and leaves the repository whole", async () => {
-  await withKv(async (kv, key) => {
-    const repo = service(kv, key, { compactAfterGarbageBlocks: 1_000_000 });
+  await withKv(async (kv, key, parts) => {
+    const repo = service(parts, key, { compactAfterGarbageBlocks: 1_000_000 });
     for (let i = 0; i < 300; i++) {
       await repo.applyWrites(DID, [{
         action: "create",
@@ -564,12 +574,15 @@ Deno.test("an aborted background compaction stops at its next rest and leaves th
     const stopped = await repo.compact(DID, { background: true, signal: abort.signal });
     assert.equal(stopped!.complete, false);
     assert.equal((await currentRoot(kv)).garbage, garbage, "the root keeps its garbage count");
-    await verifyRepoCar(await exportRepoCar(kv, DID), DID, encodeDidKey(key.publicKey));
+    await verifyRepoCar(await exportRepoCar(repo.blocks, DID), DID, encodeDidKey(key.publicKey));
 
     // A later compaction finishes the work.
     const done = await repo.compact(DID);
     assert.equal(done!.complete, true);
     assert.equal((await currentRoot(kv)).garbage, 0);
-    assert.equal((await storedCopies(kv)).size, readCar(await exportRepoCar(kv, DID)).blocks.size);
+    assert.equal(
+      (await storedCopies(kv)).size,
+      readCar(await exportRepoCar(repo.blocks, DID)).blocks.size,
+    );
   });
 });

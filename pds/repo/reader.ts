@@ -19,7 +19,7 @@ import {
   repoRootKey,
   repoRootPrefix,
 } from "../store/keys.ts";
-import { KvBlockSource, type StoredBlock } from "./block_store.ts";
+import type { BlockStore } from "./block_store.ts";
 import { decodeCommit } from "./commit.ts";
 import type { RepoRoot, StoredRecord } from "./repository.ts";
 import { type Block, decodeNode, Mst } from "./mst.ts";
@@ -110,8 +110,12 @@ export async function listCollections(kv: Deno.Kv, did: string): Promise<string[
  * The repository as a CAR (`sync.getRepo`): root = the current commit; the commit, every MST
  * node and every record. With `since`, only the blocks written by commits after that rev.
  */
-export function exportRepoCar(kv: Deno.Kv, did: string, since?: string): Promise<Uint8Array> {
-  return fromCurrentRoot(kv, did, (root) => exportFrom(kv, did, root, since));
+export function exportRepoCar(
+  store: BlockStore,
+  did: string,
+  since?: string,
+): Promise<Uint8Array> {
+  return fromCurrentRoot(store.kv, did, (root) => exportFrom(store, did, root, since));
 }
 
 /**
@@ -135,14 +139,14 @@ async function fromCurrentRoot<T>(
 }
 
 async function exportFrom(
-  kv: Deno.Kv,
+  store: BlockStore,
   did: string,
   root: RepoRoot,
   since: string | undefined,
 ): Promise<Uint8Array> {
   // One ordered scan of the repository's commits, then a walk from the root: only reachable
   // blocks are exported.
-  const stored = await new KvBlockSource(kv, did).all();
+  const stored = await store.source(did).all();
   const out: Block[] = [];
   const slicer = new TimeSlicer();
   for (const id of await reachableBlocks(did, root.commitCid, (id) => stored.get(id)?.bytes)) {
@@ -195,10 +199,14 @@ export async function reachableBlocks(
 }
 
 /** The blocks named by `cids` as a CAR with no roots (`sync.getBlocks`). */
-export async function getBlocksCar(kv: Deno.Kv, did: string, cids: string[]): Promise<Uint8Array> {
-  await requireRepoRoot(kv, did);
+export async function getBlocksCar(
+  store: BlockStore,
+  did: string,
+  cids: string[],
+): Promise<Uint8Array> {
+  await requireRepoRoot(store.kv, did);
   const wanted = [...new Set(cids.map((c) => formatCid(parseCid(c))))];
-  const stored = await readStored(kv, did, wanted);
+  const stored = await store.source(did).getStored(wanted);
   const missing = wanted.filter((c) => !stored.has(c));
   if (missing.length > 0) {
     throw new RepoError("BlockNotFound", `Could not find blocks: ${missing.join(", ")}`);
@@ -211,28 +219,28 @@ export async function getBlocksCar(kv: Deno.Kv, did: string, cids: string[]): Pr
  * commit, every MST node on the path to the key, and the record when it exists.
  */
 export function getRecordProofCar(
-  kv: Deno.Kv,
+  store: BlockStore,
   did: string,
   collection: string,
   rkey: string,
 ): Promise<Uint8Array> {
-  return fromCurrentRoot(kv, did, (root) => proofFrom(kv, did, root, collection, rkey));
+  return fromCurrentRoot(store.kv, did, (root) => proofFrom(store, did, root, collection, rkey));
 }
 
 async function proofFrom(
-  kv: Deno.Kv,
+  store: BlockStore,
   did: string,
   root: RepoRoot,
   collection: string,
   rkey: string,
 ): Promise<Uint8Array> {
-  const source = new KvBlockSource(kv, did);
+  const source = store.source(did);
   const tree = await Mst.load(source, parseCid(root.dataCid));
   const path = `${collection}/${rkey}`;
   const ids = (await tree.pathTo(path)).map(formatCid);
   const value = await tree.get(path);
   if (value) ids.push(formatCid(value));
-  const stored = await readStored(kv, did, [root.commitCid, ...ids]);
+  const stored = await source.getStored([root.commitCid, ...ids]);
   const blocks: Block[] = [];
   for (const id of [root.commitCid, ...ids]) {
     const block = stored.get(id);
@@ -264,12 +272,4 @@ export async function listRepos(
   }
   const cursor = repos.length === opts.limit ? repos[repos.length - 1].did : undefined;
   return cursor === undefined ? { repos } : { repos, cursor };
-}
-
-function readStored(
-  kv: Deno.Kv,
-  did: string,
-  ids: string[],
-): Promise<Map<string, StoredBlock>> {
-  return new KvBlockSource(kv, did).getStored(ids);
 }

@@ -30,8 +30,8 @@ import {
   repoRootKey,
 } from "../store/keys.ts";
 import { blobRefIndexBuilt, deleteBlobIfUnreferenced } from "../blobs/blob_gc.ts";
-import { type CommitEventOp, type Sequencer, sequencerFor } from "../sequencer/sequencer.ts";
-import { blockChunks, KvBlockSource, noteCommitBlocks, putBlocks } from "./block_store.ts";
+import type { CommitEventOp, Sequencer } from "../sequencer/sequencer.ts";
+import { blockChunks, type BlockStore, type KvBlockSource, putBlocks } from "./block_store.ts";
 import { signCommitWith } from "./commit.ts";
 import { commitSigner } from "./signer.ts";
 import { type Block, EMPTY_TREE_CID, Mst, MstError } from "./mst.ts";
@@ -70,6 +70,10 @@ export const COMPACT_AFTER_GARBAGE_BLOCKS = 5_000;
 /** What the repository needs from the account host. */
 export interface RepoDeps {
   kv: Deno.Kv;
+  /** The blocks of `kv` (shared with the readers, so that their caches see the commits). */
+  blocks: BlockStore;
+  /** The sequencer of `kv` (shared with the stream). */
+  sequencer: Sequencer;
   log: Logger;
   /** Milliseconds since the epoch. */
   now(): number;
@@ -180,12 +184,17 @@ export class RepoService {
 
   constructor(deps: RepoDeps) {
     this.#deps = deps;
-    this.#sequencer = sequencerFor(deps.kv);
+    this.#sequencer = deps.sequencer;
   }
 
   /** The sequencer the commits go through (for `onCommit`). */
   get sequencer(): Sequencer {
     return this.#sequencer;
+  }
+
+  /** The blocks the commits are stored in. */
+  get blocks(): BlockStore {
+    return this.#deps.blocks;
   }
 
   /** Writes the initial empty commit of a new account; no-op when the repository exists. */
@@ -243,7 +252,7 @@ export class RepoService {
           `Commit was at ${root.commitCid}, not ${opts.swapCommit}`,
         );
       }
-      const source = new KvBlockSource(this.#deps.kv, did);
+      const source = this.#deps.blocks.source(did);
       let tree: Mst;
       let prepared: { ops: PreparedOp[]; results: WriteResult[] };
       try {
@@ -290,7 +299,7 @@ export class RepoService {
       const root = await this.#loadRoot(did, true);
       if (root === null) return null;
       const started = performance.now();
-      const result = await compactRepoBlocks(this.#deps.kv, did, root, opts);
+      const result = await compactRepoBlocks(this.#deps.blocks, did, root, opts);
       // The compaction rewrote the root (its garbage count): reload it with its versionstamp.
       await this.#loadRoot(did, true);
       this.#deps.log.info("repository compacted", {
@@ -580,7 +589,7 @@ export class RepoService {
       keyBytes,
     });
     if (!committed) return null;
-    noteCommitBlocks(this.#deps.kv, did, root?.rev ?? null, rev, blocks);
+    this.#deps.blocks.noteCommitBlocks(did, root?.rev ?? null, rev, blocks);
     // Every key of one atomic operation gets the operation's versionstamp.
     this.#roots.set(did, { ...newRoot, versionstamp: committed.versionstamp, data });
     return { cid: newRoot.commitCid, rev, seq: committed.seq };
@@ -589,7 +598,7 @@ export class RepoService {
   async #createRepo(did: string): Promise<LoadedRoot> {
     const keyPair = await this.#deps.signingKey(did);
     if (!keyPair) throw new RepoError("RepoNotFound", `Repository not found: ${did}`);
-    const tree = Mst.empty(new KvBlockSource(this.#deps.kv, did));
+    const tree = Mst.empty(this.#deps.blocks.source(did));
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const committed = await this.#commit(did, keyPair, null, tree, []);
       const root = await this.#loadRoot(did, true);

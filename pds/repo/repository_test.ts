@@ -16,12 +16,12 @@ import {
 } from "../../shared/nsid.ts";
 import { putBlob } from "../blobs/blob_store.ts";
 import { makeTempDir } from "../../tests/_util.ts";
-import { sequencerFor } from "../sequencer/sequencer.ts";
+import { storeParts } from "../_test_helpers.ts";
 import { repoRootKey } from "../store/keys.ts";
 import { RepoError } from "./errors.ts";
 import { RepoService, type RepoWrite } from "./repository.ts";
 import { decodeCommit } from "./commit.ts";
-import { indexedRepos } from "./block_store.ts";
+import { BlockStore } from "./block_store.ts";
 import {
   exportRepoCar,
   getBlocksCar,
@@ -48,7 +48,7 @@ async function withRepo(
   try {
     const key = generateP256KeyPair();
     const repo = new RepoService({
-      kv,
+      ...storeParts(kv),
       log: silentLogger,
       now: Date.now,
       signingKey: (did) => Promise.resolve(opts.anyDid || did === DID ? key : null),
@@ -69,10 +69,10 @@ function post(text: string): Record<string, unknown> {
 }
 
 Deno.test("initRepo writes an empty signed commit with seq 1 and since null (spec 6.1)", async () => {
-  await withRepo(async (repo, kv) => {
+  await withRepo(async (repo) => {
     const root = await repo.initRepo(DID);
     assert.equal(root.dataCid, "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm");
-    const [event] = await sequencerFor(kv).readEvents(0);
+    const [event] = await repo.sequencer.readEvents(0);
     assert.equal(event.seq, 1);
     assert.equal(event.event.since, null);
     assert.equal(event.event.rev, root.rev);
@@ -80,7 +80,7 @@ Deno.test("initRepo writes an empty signed commit with seq 1 and since null (spe
     assert.equal(formatCid(event.event.commit), root.commitCid);
     // A second call is a no-op.
     assert.deepEqual(await repo.initRepo(DID), root);
-    assert.equal(await sequencerFor(kv).headSeq(), 1);
+    assert.equal(await repo.sequencer.headSeq(), 1);
   });
 });
 
@@ -106,7 +106,7 @@ Deno.test("100 concurrent creates give 100 commits, increasing revs and consecut
     );
     const commits = new Set(results.map((r) => r.commit!.cid));
     assert.equal(commits.size, 100);
-    const events = await sequencerFor(kv).readEvents(1, 1000);
+    const events = await repo.sequencer.readEvents(1, 1000);
     assert.deepEqual(events.map((e) => e.seq), Array.from({ length: 100 }, (_, i) => i + 2));
     for (let i = 1; i < events.length; i++) {
       assert.ok(events[i].event.rev > events[i - 1].event.rev);
@@ -129,14 +129,14 @@ function decodeCommitData(event: { blocks: Uint8Array; commit: CID }): CID {
 }
 
 Deno.test("a commit event carries the commit, new nodes, records and ops with prev", async () => {
-  await withRepo(async (repo, kv) => {
+  await withRepo(async (repo) => {
     const created = await repo.applyWrites(DID, [
       { action: "create", collection: COLLECTION_POST, rkey: "3kaaaaaaaaaa2", record: post("a") },
     ]);
     const deleted = await repo.applyWrites(DID, [
       { action: "delete", collection: COLLECTION_POST, rkey: "3kaaaaaaaaaa2" },
     ]);
-    const events = await sequencerFor(kv).readEvents(0);
+    const events = await repo.sequencer.readEvents(0);
     assert.deepEqual(events.map((e) => e.seq), [1, 2, 3]);
     const [, create, del] = events.map((e) => e.event);
     assert.equal(create.seq, created.commit!.seq);
@@ -157,7 +157,7 @@ Deno.test("a commit event carries the commit, new nodes, records and ops with pr
       { action: "delete", collection: COLLECTION_POST, rkey: "3kaaaaaaaaaa2" },
     ]);
     assert.equal(again.commit, null);
-    assert.equal(await sequencerFor(kv).headSeq(), 3);
+    assert.equal(await repo.sequencer.headSeq(), 3);
   });
 });
 
@@ -301,7 +301,7 @@ Deno.test("a repository of every collection with deletes exports and verifies wi
         deleted.slice(i, i + 50).map((d) => ({ action: "delete" as const, ...d })),
       );
     }
-    const car = await exportRepoCar(kv, DID);
+    const car = await exportRepoCar(repo.blocks, DID);
     const didKey = encodeDidKey(key.publicKey);
     const verified = await verifyRepoCar(car, DID, didKey);
     const expected = 1000 - deleted.length + 1;
@@ -335,14 +335,14 @@ Deno.test("a repository of every collection with deletes exports and verifies wi
     assert.equal(present.collection, COLLECTION_POST);
     const absent = deleted[3];
     const presentCid = byPath.get(`${present.collection}/${present.rkey}`)!;
-    const proof = await getRecordProofCar(kv, DID, present.collection, present.rkey);
+    const proof = await getRecordProofCar(repo.blocks, DID, present.collection, present.rkey);
     const records = await verifyRecords(proof, DID, didKey);
     assert.equal(records.length, 1);
     assert.equal(records[0].rkey, present.rkey);
     const presentClaim = { ...present, cid: parseCid(presentCid) } as never;
     const presentResult = await verifyProofs(proof, [presentClaim], DID, didKey);
     assert.equal(presentResult.verified.length, 1);
-    const absentProof = await getRecordProofCar(kv, DID, absent.collection, absent.rkey);
+    const absentProof = await getRecordProofCar(repo.blocks, DID, absent.collection, absent.rkey);
     const absentClaim = { ...absent, cid: null } as never;
     const absentResult = await verifyProofs(absentProof, [absentClaim], DID, didKey);
     assert.equal(absentResult.verified.length, 1);
@@ -365,19 +365,19 @@ Deno.test("a repository of every collection with deletes exports and verifies wi
 });
 
 Deno.test("getRepo with since exports only blocks of later commits", async () => {
-  await withRepo(async (repo, kv) => {
+  await withRepo(async (repo) => {
     const first = await repo.applyWrites(DID, [
       { action: "create", collection: COLLECTION_POST, rkey: "one", record: post("one") },
     ]);
     const second = await repo.applyWrites(DID, [
       { action: "create", collection: COLLECTION_POST, rkey: "two", record: post("two") },
     ]);
-    const car = readCar(await exportRepoCar(kv, DID, first.commit!.rev));
+    const car = readCar(await exportRepoCar(repo.blocks, DID, first.commit!.rev));
     assert.equal(formatCid(car.roots[0]), second.commit!.cid);
     assert.ok(car.blocks.has(second.commit!.cid));
     assert.ok(car.blocks.has(second.results[0].cid!));
     assert.equal(car.blocks.has(first.results[0].cid!), false);
-    const full = readCar(await exportRepoCar(kv, DID));
+    const full = readCar(await exportRepoCar(repo.blocks, DID));
     assert.ok(full.blocks.has(first.results[0].cid!));
   });
 });
@@ -392,7 +392,7 @@ Deno.test("concurrent commits to many repositories are signed validly and read b
   const kv = await Deno.openKv(path);
   try {
     const repo = new RepoService({
-      kv,
+      ...storeParts(kv),
       log: silentLogger,
       now: Date.now,
       signingKey: (did) => Promise.resolve(keys.get(did) ?? null),
@@ -405,7 +405,7 @@ Deno.test("concurrent commits to many repositories are signed validly and read b
         written.push({ did, uri: res.results[0].uri, cid: res.results[0].cid! });
       }
     }));
-    const events = await sequencerFor(kv).readEvents(0, 1000);
+    const events = await repo.sequencer.readEvents(0, 1000);
     assert.equal(events.length, 20 * 11);
     assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1));
     for (const e of events) {
@@ -419,16 +419,17 @@ Deno.test("concurrent commits to many repositories are signed validly and read b
   }
   // A fresh handle has no cached CID index: records, blocks and exports still read back.
   const kv2 = await Deno.openKv(path);
+  const blocks2 = new BlockStore(kv2);
   try {
     for (const w of written.slice(0, 20)) {
       const [, , , collection, rkey] = w.uri.split("/");
       const record = await getRecord(kv2, w.did, collection, rkey);
       assert.equal(record?.cid, w.cid);
-      const car = readCar(await getBlocksCar(kv2, w.did, [w.cid]));
+      const car = readCar(await getBlocksCar(blocks2, w.did, [w.cid]));
       assert.deepEqual([...car.blocks.keys()], [w.cid]);
     }
     for (const did of dids.slice(0, 3)) {
-      const repoCar = await exportRepoCar(kv2, did);
+      const repoCar = await exportRepoCar(blocks2, did);
       const root = (await kv2.get<{ commitCid: string }>(repoRootKey(did))).value!;
       await verifyRepoCar(repoCar, did, encodeDidKey(keys.get(did)!.publicKey));
       assert.equal(formatCid(readCar(repoCar).roots[0]), root.commitCid);
@@ -439,7 +440,7 @@ Deno.test("concurrent commits to many repositories are signed validly and read b
 });
 
 Deno.test("300 repositories committing at once: grouped commits stay within Deno KV's 100 checks", async () => {
-  await withAnyRepo(async (repo, kv) => {
+  await withAnyRepo(async (repo) => {
     const dids = Array.from({ length: 300 }, (_, i) => `did:plc:${"d".repeat(21)}${100 + i}`);
     await Promise.all(dids.map((did) => repo.initRepo(did)));
     const results = await Promise.allSettled(dids.map((did) =>
@@ -449,7 +450,7 @@ Deno.test("300 repositories committing at once: grouped commits stay within Deno
     ));
     const failed = results.filter((r) => r.status === "rejected");
     assert.deepEqual(failed.map((r) => String((r as PromiseRejectedResult).reason)), []);
-    const events = await sequencerFor(kv).readEvents(0, 1000);
+    const events = await repo.sequencer.readEvents(0, 1000);
     assert.equal(events.length, 600);
     assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1));
   });
@@ -507,7 +508,7 @@ Deno.test("commits with many image references stay within Deno KV's key bytes: g
 });
 
 Deno.test("first posts of new repositories read no blocks, so they build no block index", async () => {
-  await withAnyRepo(async (repo, kv) => {
+  await withAnyRepo(async (repo) => {
     const dids = Array.from({ length: 3 }, (_, i) => `did:plc:${"e".repeat(23)}${i}`);
     for (const did of dids) await repo.initRepo(did);
     for (const did of dids) {
@@ -519,6 +520,6 @@ Deno.test("first posts of new repositories read no blocks, so they build no bloc
     }
     // A by-CID read would have built the repository's block index (block_store.ts), although
     // the first post's commit replaced (and uncached) the empty node the others still had.
-    assert.deepEqual(indexedRepos(kv), []);
+    assert.deepEqual(repo.blocks.indexedRepos(), []);
   });
 });

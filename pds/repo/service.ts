@@ -1,12 +1,16 @@
 /**
- * The repository service of an account host context: one {@link RepoService} per context (its
- * per-repository queues and caches are process state), signing with the account keys.
+ * The repository service of an account host context: `createPdsContext` builds one
+ * {@link RepoService} per context (`ctx.repos`; its per-repository queues and caches are process
+ * state) with {@link createRepoService}, signing with the account keys.
  *
  * @module
  */
 
+import type { Logger } from "../../shared/log.ts";
 import type { PdsContext } from "../context.ts";
-import { getAccountKeyPair } from "../accounts/account_keys.ts";
+import type { AccountKeys } from "../accounts/account_keys.ts";
+import type { Sequencer } from "../sequencer/sequencer.ts";
+import type { BlockStore } from "./block_store.ts";
 import {
   type ApplyWritesResult,
   type RepoRoot,
@@ -14,26 +18,29 @@ import {
   type RepoWrite,
 } from "./repository.ts";
 
-const services = new WeakMap<PdsContext, RepoService>();
-
-/** The repository service of `ctx` (created on first use). */
-export function repoServiceFor(ctx: PdsContext): RepoService {
-  let service = services.get(ctx);
-  if (!service) {
-    service = new RepoService({
-      kv: ctx.kv,
-      log: ctx.log,
-      now: () => ctx.now(),
-      signingKey: (did) => getAccountKeyPair(ctx.kv, did),
-    });
-    services.set(ctx, service);
-  }
-  return service;
+/** The repository service of an account host, on its store, sequencer and account keys. */
+export function createRepoService(parts: {
+  kv: Deno.Kv;
+  log: Logger;
+  now(): number;
+  accountKeys: AccountKeys;
+  blocks: BlockStore;
+  sequencer: Sequencer;
+}): RepoService {
+  const { accountKeys } = parts;
+  return new RepoService({
+    kv: parts.kv,
+    log: parts.log,
+    now: () => parts.now(),
+    signingKey: (did) => accountKeys.get(did),
+    blocks: parts.blocks,
+    sequencer: parts.sequencer,
+  });
 }
 
 /** Writes the initial empty commit of a new account (wire it to `hooks.onAccountCreated`). */
 export function initRepo(ctx: PdsContext, did: string): Promise<RepoRoot> {
-  return repoServiceFor(ctx).initRepo(did);
+  return ctx.repos.initRepo(did);
 }
 
 /** Applies writes to the repository of `did` as one commit (see {@link RepoService.applyWrites}). */
@@ -43,5 +50,5 @@ export function applyWrites(
   writes: RepoWrite[],
   opts?: { swapCommit?: string },
 ): Promise<ApplyWritesResult> {
-  return repoServiceFor(ctx).applyWrites(did, writes, opts);
+  return ctx.repos.applyWrites(did, writes, opts);
 }

@@ -4,6 +4,7 @@ import { silentLogger } from "../../shared/log.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import { exportRepoCar } from "./reader.ts";
+import { storeParts } from "../_test_helpers.ts";
 import { RepoService } from "./repository.ts";
 import { BACKGROUND_PACE, SLICE_MS, TimeSlicer, timeSlicing } from "./time_slice.ts";
 
@@ -57,7 +58,7 @@ Deno.test("a repository export lets the event loop run between slices", async ()
   const did = "did:plc:dddddddddddddddddddddddd";
   const key = generateP256KeyPair();
   const repo = new RepoService({
-    kv,
+    ...storeParts(kv),
     log: silentLogger,
     now: Date.now,
     signingKey: () => Promise.resolve(key),
@@ -76,7 +77,7 @@ Deno.test("a repository export lets the event loop run between slices", async ()
       let turns = 0;
       const timer = setInterval(() => turns++, 0);
       try {
-        const car = await exportRepoCar(kv, did);
+        const car = await exportRepoCar(repo.blocks, did);
         return { turns, car };
       } finally {
         clearInterval(timer);

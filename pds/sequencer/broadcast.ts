@@ -16,7 +16,7 @@
 import type { Logger } from "../../shared/log.ts";
 import { commitFrame, readEventBodies, readHeadSeq } from "./event_log.ts";
 import type { FrameCache } from "./frame_cache.ts";
-import { type SequencedCommit, sequencerFor } from "./sequencer.ts";
+import type { SequencedCommit, Sequencer } from "./sequencer.ts";
 
 /** Receives live frames in seq order. Must not throw and must not block. */
 export interface LiveSubscriber {
@@ -26,6 +26,8 @@ export interface LiveSubscriber {
 /** Options of {@link Broadcaster}. */
 export interface BroadcasterOptions {
   log: Logger;
+  /** The sequencer of the store's in-process commits. */
+  sequencer: Sequencer;
   /** Interval of the seq head poll that finds other processes' commits (default 25 ms). */
   pollMs?: number;
   /** Where each built frame is also put, for stored replay to share. */
@@ -39,6 +41,7 @@ const CATCH_UP_BATCH = 256;
 export class Broadcaster {
   readonly #kv: Deno.Kv;
   readonly #log: Logger;
+  readonly #sequencer: Sequencer;
   readonly #pollMs: number;
   readonly #frames: FrameCache | null;
   readonly #subscribers = new Set<LiveSubscriber>();
@@ -59,13 +62,14 @@ export class Broadcaster {
   constructor(kv: Deno.Kv, opts: BroadcasterOptions) {
     this.#kv = kv;
     this.#log = opts.log;
+    this.#sequencer = opts.sequencer;
     this.#pollMs = opts.pollMs ?? DEFAULT_POLL_MS;
     this.#frames = opts.frames ?? null;
   }
 
   /** Starts listening: in-process commits first, then the current head, then the poll. */
   async start(): Promise<void> {
-    this.#unsubscribe = sequencerFor(this.#kv).onCommit((c) => this.#onLocalCommit(c));
+    this.#unsubscribe = this.#sequencer.onCommit((c) => this.#onLocalCommit(c));
     const head = await readHeadSeq(this.#kv);
     if (this.#closed) return;
     this.#lastSeq = head;

@@ -5,7 +5,6 @@ import assert from "node:assert/strict";
 import { waitFor } from "../../tests/_util.ts";
 import { startTestServer } from "../_test_helpers.ts";
 import { DEFAULT_STREAM_LIMITS } from "./stream.ts";
-import { streamServicesFor } from "./services.ts";
 import { StreamClient } from "./_stream_test_util.ts";
 
 /** Sends a WebSocket upgrade request over raw TCP; returns the status and the JSON body. */
@@ -53,7 +52,7 @@ Deno.test("subscribeRepos connection caps default to 2,000 in total and 100 per 
 
 Deno.test("subscribeRepos refuses connections past the total cap with 503 ConsumerLimitReached", async () => {
   await using s = await startTestServer();
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   hub.setLimits({ maxConnections: 2, maxConnectionsPerAddress: 10 });
   const a = await StreamClient.connect(s.url);
   const b = await StreamClient.connect(s.url);
@@ -75,7 +74,7 @@ Deno.test("subscribeRepos refuses connections past the total cap with 503 Consum
 
 Deno.test("subscribeRepos refuses one address past its cap with 429 while others' connections count apart", async () => {
   await using s = await startTestServer();
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   hub.setLimits({ maxConnections: 10, maxConnectionsPerAddress: 2 });
   const a = await StreamClient.connect(s.url);
   const b = await StreamClient.connect(s.url);
@@ -107,7 +106,7 @@ const FULL = {
 
 Deno.test("a subscriber presenting the ingest secret gets a reserved slot when the public ones are full; without it or with a wrong one, 503", async () => {
   await using s = await startTestServer({ env: { APPVIEW_INGEST_SECRET: SECRET } });
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   hub.setLimits({ maxConnections: 2, reservedConnections: 1, maxConnectionsPerAddress: 10 });
   const publicOnes = [await StreamClient.connect(s.url), await StreamClient.connect(s.url)];
   assert.equal(hub.connectionCount, 2);
@@ -135,7 +134,7 @@ Deno.test("a subscriber presenting the ingest secret gets a reserved slot when t
 
 Deno.test("subscribeRepos reserves no slot when no ingest secret is configured", async () => {
   await using s = await startTestServer();
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   hub.setLimits({ maxConnections: 1, reservedConnections: 1, maxConnectionsPerAddress: 10 });
   const a = await StreamClient.connect(s.url);
   assert.deepEqual(await upgradeAttempt(s.url, ["Authorization: Bearer anything"]), {
@@ -150,7 +149,7 @@ Deno.test("subscribeRepos reserves no slot when no ingest secret is configured",
 
 Deno.test("subscribeRepos refuses a /64 past the per-address cap whichever of its addresses asks", async () => {
   await using s = await startTestServer({ env: { PDS_TRUST_PROXY: "true" } });
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   hub.setLimits({ maxConnections: 10, maxConnectionsPerAddress: 1 });
   const a = await StreamClient.connect(s.url, undefined, { "x-forwarded-for": "2001:db8:1:2::1" });
   assert.equal(a.closeCode, null);

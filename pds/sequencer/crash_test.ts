@@ -9,7 +9,6 @@ import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir, waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, TEST_JWT_SECRET, xrpcGet, xrpcPost } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { streamServicesFor } from "./services.ts";
 import {
   spawnPds,
   StreamClient,
@@ -124,7 +123,7 @@ Deno.test("two account-host processes on one KV file: a subscriber on A sees eve
   const onB = await signUp(b.url, "proc-b.test");
   const start = await readHeadSeq(a.ctx.kv);
   const client = await StreamClient.connect(a.url);
-  await waitFor(() => streamServicesFor(a.ctx)!.broadcaster.subscriberCount === 1);
+  await waitFor(() => a.ctx.stream!.broadcaster.subscriberCount === 1);
 
   // Alternate B then A, one write at a time: A learns of its own commit at once but of B's
   // only through the poll, so it must hold its own back until B's earlier seq has been read.

@@ -33,9 +33,10 @@ import { formatCid } from "../../shared/cid.ts";
 import { toLexJson } from "../../shared/lex_json.ts";
 import type { Logger } from "../../shared/log.ts";
 import { getAccount } from "../accounts/accounts.ts";
+import type { BlockStore } from "../repo/block_store.ts";
 import { Http1Client } from "./http1_client.ts";
 import { blocksProvingDeletes } from "./push_proof.ts";
-import { type CommitEvent, type SequencedCommit, sequencerFor } from "./sequencer.ts";
+import type { CommitEvent, SequencedCommit, Sequencer } from "./sequencer.ts";
 
 /** Path of the index's push endpoint. */
 export const INGEST_COMMIT_PATH = "/internal/ingest-commit";
@@ -68,6 +69,10 @@ export interface PushBody {
 /** Options of {@link PushService}. */
 export interface PushOptions {
   kv: Deno.Kv;
+  /** The sequencer of the store's in-process commits. */
+  sequencer: Sequencer;
+  /** The blocks of the store (proofs of deletes). */
+  blocks: BlockStore;
   log: Logger;
   /** Origin of the index (`APPVIEW_INTERNAL_URL`). */
   targetUrl: string;
@@ -124,6 +129,8 @@ export function pushBodyOf(
 /** Pushes this process's commits to the index; {@link start} it, then {@link close} it. */
 export class PushService {
   readonly #kv: Deno.Kv;
+  readonly #sequencer: Sequencer;
+  readonly #blocks: BlockStore;
   readonly #log: Logger;
   readonly #url: string;
   /** The client of an `http:` target (`fetch` serves `https:` ones), and the request path. */
@@ -151,6 +158,8 @@ export class PushService {
 
   constructor(opts: PushOptions) {
     this.#kv = opts.kv;
+    this.#sequencer = opts.sequencer;
+    this.#blocks = opts.blocks;
     this.#log = opts.log;
     this.#url = opts.targetUrl.replace(/\/+$/, "") + INGEST_COMMIT_PATH;
     const target = new URL(this.#url);
@@ -172,7 +181,7 @@ export class PushService {
 
   /** Listens to this process's commits. */
   start(): void {
-    this.#unsubscribe ??= sequencerFor(this.#kv).onCommit((c) => this.enqueue(c));
+    this.#unsubscribe ??= this.#sequencer.onCommit((c) => this.enqueue(c));
   }
 
   /** Queues a committed event for pushing (never throws, never waits). */
@@ -246,7 +255,7 @@ export class PushService {
     try {
       const handle = await this.#handleOf(commit.event.repo);
       const push = pushBodyOf(commit.event, handle, commit.records);
-      const proven = await blocksProvingDeletes(this.#kv, commit.event);
+      const proven = await blocksProvingDeletes(this.#blocks, commit.event);
       if (proven !== null) push.blocks = toLexJson(proven) as PushBody["blocks"];
       const body = JSON.stringify(push);
       let status: number;

@@ -13,7 +13,7 @@ import { readCar, writeCar } from "../../shared/car.ts";
 import { formatCid, parseCid } from "../../shared/cid.ts";
 import { lookupMstKey, MstProofError } from "../../shared/mst_lookup.ts";
 import { parseSignedCommit } from "../../shared/signed_commit.ts";
-import { KvBlockSource } from "../repo/block_store.ts";
+import type { BlockStore } from "../repo/block_store.ts";
 import { Mst } from "../repo/mst.ts";
 import type { CommitEvent } from "./sequencer.ts";
 
@@ -23,7 +23,7 @@ import type { CommitEvent } from "./sequencer.ts";
  * @throws {Error} when a needed node is not stored (the push is then not sent; the stream has it)
  */
 export async function blocksProvingDeletes(
-  kv: Deno.Kv,
+  store: BlockStore,
   event: CommitEvent,
 ): Promise<Uint8Array | null> {
   const deletes = event.ops.filter((op) => op.action === "delete");
@@ -40,7 +40,7 @@ export async function blocksProvingDeletes(
     }
   });
   if (unproven.length === 0) return null;
-  const source = new KvBlockSource(kv, event.repo);
+  const source = store.source(event.repo);
   const tree = await Mst.load(source, commit.data);
   const wanted = new Set<string>();
   for (const op of unproven) {

@@ -8,9 +8,8 @@ import { opsFromPush } from "../../shared/ops.ts";
 import { serveOnPort0, waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { streamServicesFor } from "./services.ts";
 import { pushBodyOf } from "./push.ts";
-import { type SequencedCommit, sequencerFor } from "./sequencer.ts";
+import type { SequencedCommit } from "./sequencer.ts";
 import { writePosts } from "./_stream_test_util.ts";
 
 const SECRET = "ingest-secret-for-tests";
@@ -116,7 +115,7 @@ Deno.test("with the index answering errors, writes succeed, the failure is logge
   const w = await signUp(s.url, "outage.test");
   const written = await writePosts(s.url, [w], 10, { prefix: "during outage" });
   assert.equal(written.size, 10);
-  const push = streamServicesFor(s.ctx)!.push!;
+  const push = s.ctx.stream!.push!;
   await waitFor(() => index.received.length === 11, { message: "11 attempts" });
   await push.flush();
   const failed = warnings(s.lines, FAILED);
@@ -147,14 +146,14 @@ Deno.test("with the index down (connection refused), writes succeed and the fail
   const w = await signUp(s.url, "refused.test");
   const written = await writePosts(s.url, [w], 10, { prefix: "refused" });
   assert.equal(written.size, 10);
-  await streamServicesFor(s.ctx)!.push!.flush();
+  await s.ctx.stream!.push!.flush();
   assert.equal(warnings(s.lines, FAILED).length, 1);
   assert.equal(warnings(s.lines, RECOVERED).length, 0);
 });
 
 Deno.test("APPVIEW_INTERNAL_URL=off disables the push", async () => {
   await using s = await startTestServer({ env: { APPVIEW_INTERNAL_URL: "off" } });
-  assert.equal(streamServicesFor(s.ctx)!.push, null);
+  assert.equal(s.ctx.stream!.push, null);
 });
 
 Deno.test("the push body built from the writer's records equals the one read back from the commit's CAR (links, blobs, replies)", async () => {
@@ -163,7 +162,7 @@ Deno.test("the push body built from the writer's records equals the one read bac
   const auth = { authorization: `Bearer ${w.accessJwt}` };
   const captured: SequencedCommit[] = [];
   let blobLink = "";
-  const stop = sequencerFor(s.ctx.kv).onCommit((c) => captured.push(c));
+  const stop = s.ctx.sequencer.onCommit((c) => captured.push(c));
   try {
     const upload = await fetch(`${s.url}/xrpc/com.atproto.repo.uploadBlob`, {
       method: "POST",
@@ -208,7 +207,7 @@ Deno.test("the push body built from the writer's records equals the one read bac
     assert.ok(c.records.has(formatCid(c.event.ops[0].cid!)));
     const fromRecords = pushBodyOf(c.event, "records.test", c.records);
     // Without the records: parsed from the CAR of the event as stored in KV.
-    const [stored] = await sequencerFor(s.ctx.kv).readEvents(c.seq - 1, 1);
+    const [stored] = await s.ctx.sequencer.readEvents(c.seq - 1, 1);
     assert.deepEqual(fromRecords, pushBodyOf(stored.event, "records.test"));
   }
   const profile = pushBodyOf(captured[0].event, null, captured[0].records).ops[0].record;

@@ -7,7 +7,6 @@ import { signUp, startTestServer, testClock } from "../_test_helpers.ts";
 import { readHeadSeq, readOldestSeq } from "./event_log.ts";
 import { deleteEventsBefore, pruneEvents } from "./retention.ts";
 import { seqEventChunkKey } from "../store/keys.ts";
-import { streamServicesFor } from "./services.ts";
 import { StreamClient } from "./_stream_test_util.ts";
 import { applyWrites } from "../repo/service.ts";
 import type { PdsContext } from "../context.ts";
@@ -36,7 +35,7 @@ Deno.test("events older than the retention window are pruned; an older cursor ge
   await writePosts(s.ctx, w.did, 4); // seqs 1-5
   clock.advance(2 * DAY_MS);
   await writePosts(s.ctx, w.did, 3); // seqs 6-8
-  await streamServicesFor(s.ctx)!.retention.runOnce();
+  await s.ctx.stream!.retention.runOnce();
   assert.equal(await readOldestSeq(s.ctx.kv), 6);
   assert.equal(await readHeadSeq(s.ctx.kv), 8);
   assert.equal(await pruneEvents(s.ctx.kv, { retentionDays: 1, now: clock.now() }), 0);
@@ -78,7 +77,7 @@ Deno.test("when every event has aged out, the head stays, the next commit takes 
   const client = await StreamClient.connect(s.url, 1);
   await waitFor(() => client.frames.length === 1);
   assert.equal(client.frames[0].body.name, "OutdatedCursor");
-  await waitFor(() => streamServicesFor(s.ctx)!.broadcaster.subscriberCount === 1);
+  await waitFor(() => s.ctx.stream!.broadcaster.subscriberCount === 1);
   await writePosts(s.ctx, w.did, 1);
   await client.waitForSeq(4);
   assert.deepEqual(client.commitSeqs, [4]);

@@ -120,7 +120,10 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
-/** Sequencer of one KV store; get it with {@link sequencerFor}. */
+/**
+ * Sequencer of one KV store. An account host builds one in `createPdsContext` (`ctx.sequencer`),
+ * shared by the writer and the stream.
+ */
 export class Sequencer {
   readonly #kv: Deno.Kv;
   readonly #listeners = new Set<CommitListener>();
@@ -274,15 +277,6 @@ export class Sequencer {
     this.#head = { seq: entry.value ?? 0, versionstamp: entry.versionstamp };
     return this.#head;
   }
-}
-
-const sequencers = new WeakMap<Deno.Kv, Sequencer>();
-
-/** The one sequencer of a KV handle in this process (the writer and the stream share it). */
-export function sequencerFor(kv: Deno.Kv): Sequencer {
-  let s = sequencers.get(kv);
-  if (!s) sequencers.set(kv, s = new Sequencer(kv));
-  return s;
 }
 
 /**

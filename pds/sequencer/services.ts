@@ -1,8 +1,8 @@
 /**
  * The running parts of the commit stream of one account host context: the live broadcaster,
  * the subscribeRepos connections, the push to the index and the event retention worker.
- * `startPds` starts them with {@link startStreamServices} and closes them on shutdown; the
- * subscribeRepos route finds them with {@link streamServicesFor}.
+ * `startPds` starts them with {@link startStreamServices}, which puts them on the context
+ * (`ctx.stream`, where the subscribeRepos route finds them), and closes them on shutdown.
  *
  * @module
  */
@@ -35,23 +35,20 @@ export interface StreamServicesOptions {
   pruneIntervalMs?: number;
 }
 
-const running = new WeakMap<PdsContext, StreamServices>();
-
-/** The started stream services of `ctx`, or null when none were started. */
-export function streamServicesFor(ctx: PdsContext): StreamServices | null {
-  return running.get(ctx) ?? null;
-}
-
 /** Starts the stream services of `ctx` (once; a second call returns the running ones). */
 export async function startStreamServices(
   ctx: PdsContext,
   opts: StreamServicesOptions = {},
 ): Promise<StreamServices> {
-  const existing = running.get(ctx);
-  if (existing) return existing;
+  if (ctx.stream) return ctx.stream;
   const log = ctx.log.child("stream");
   const frames = new FrameCache(ctx.kv);
-  const broadcaster = new Broadcaster(ctx.kv, { log, pollMs: opts.pollMs, frames });
+  const broadcaster = new Broadcaster(ctx.kv, {
+    log,
+    sequencer: ctx.sequencer,
+    pollMs: opts.pollMs,
+    frames,
+  });
   const limits: Partial<StreamLimits> = {
     maxBufferedBytes: ctx.config.streamMaxBufferedBytes,
     stallTimeoutMs: ctx.config.streamStallTimeoutSeconds * 1000,
@@ -61,6 +58,8 @@ export async function startStreamServices(
   const hub = new StreamHub({ kv: ctx.kv, broadcaster, log, limits, frames });
   const push = ctx.config.appviewInternalUrl === null ? null : new PushService({
     kv: ctx.kv,
+    sequencer: ctx.sequencer,
+    blocks: ctx.blocks,
     log: ctx.log.child("push"),
     targetUrl: ctx.config.appviewInternalUrl,
     secret: ctx.config.ingestSecret,
@@ -80,7 +79,7 @@ export async function startStreamServices(
     retention,
     close() {
       closing ??= (async () => {
-        running.delete(ctx);
+        if (ctx.stream === services) ctx.stream = null;
         await hub.close();
         broadcaster.close();
         await push?.close();
@@ -89,7 +88,7 @@ export async function startStreamServices(
       return closing;
     },
   };
-  running.set(ctx, services);
+  ctx.stream = services;
   push?.start();
   await broadcaster.start();
   retention.start();

@@ -7,12 +7,11 @@ import { decodeFrame } from "../../shared/frame.ts";
 import { waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { streamServicesFor } from "./services.ts";
 import { RawWsClient, writePosts, type Writer } from "./_stream_test_util.ts";
 
 Deno.test("a subscriber that stops reading while 5,000 commits are written gets OutdatedCursor, then every seq with no gap (spec 6.1 rule 5)", async () => {
   await using s = await startTestServer();
-  const services = streamServicesFor(s.ctx)!;
+  const services = s.ctx.stream!;
   // Small bounds so that the lag shows up as soon as the kernel's socket buffers are full.
   services.hub.setLimits({ maxBufferedBytes: 16 * 1024, maxQueuedFrames: 20, replayBatch: 100 });
   const writers: Writer[] = [];

@@ -8,7 +8,6 @@ import { type CID, formatCid } from "../../shared/cid.ts";
 import { decodeFrame } from "../../shared/frame.ts";
 import { signUp, startTestServer, type TestServer } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { streamServicesFor } from "./services.ts";
 import { CLIENT_MESSAGE, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES } from "./stream.ts";
 import { StreamClient, subscribeUrl, writePosts, type Writer } from "./_stream_test_util.ts";
 import { waitFor } from "../../tests/_util.ts";
@@ -31,7 +30,7 @@ Deno.test("three subscribers (cursor 0, a middle cursor, live) each get every se
   const all = await StreamClient.connect(s.url, 0);
   const middle = await StreamClient.connect(s.url, mid);
   const live = await StreamClient.connect(s.url);
-  const services = streamServicesFor(s.ctx)!;
+  const services = s.ctx.stream!;
   await waitFor(() => services.broadcaster.subscriberCount === 3, { message: "3 subscribers" });
   const liveStart = await readHeadSeq(s.ctx.kv);
 
@@ -147,7 +146,7 @@ Deno.test("client messages are ignored within a small budget; past it the subscr
 Deno.test("a 1 MiB client message closes the subscriber with 1008 and the others are served on (issue 36)", async () => {
   await using s = await startTestServer();
   const w = await signUp(s.url, "bigmessage.test");
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   const head = await readHeadSeq(s.ctx.kv);
   const sender = await StreamClient.connect(s.url, head);
   const bystander = await StreamClient.connect(s.url, head);
@@ -168,7 +167,7 @@ Deno.test("subscribeRepos with the cursor at the head is live from the next comm
   const w = await signUp(s.url, "athead.test");
   const head = await readHeadSeq(s.ctx.kv);
   const client = await StreamClient.connect(s.url, head);
-  await waitFor(() => streamServicesFor(s.ctx)!.broadcaster.subscriberCount === 1);
+  await waitFor(() => s.ctx.stream!.broadcaster.subscriberCount === 1);
   await writePosts(s.url, [w], 3);
   await client.waitForSeq(head + 3);
   assert.deepEqual(client.commitSeqs, [head + 1, head + 2, head + 3]);
@@ -198,7 +197,7 @@ Deno.test("subscribeRepos without an Upgrade header answers 426", async () => {
 Deno.test("each live frame is encoded once and the same bytes reach every subscriber", async () => {
   await using s = await startTestServer();
   const w = await signUp(s.url, "once.test");
-  const services = streamServicesFor(s.ctx)!;
+  const services = s.ctx.stream!;
   const clients = await Promise.all(Array.from({ length: 5 }, () => StreamClient.connect(s.url)));
   await waitFor(() => services.broadcaster.subscriberCount === 5);
   const encodedBefore = services.broadcaster.framesEncoded;

@@ -10,7 +10,6 @@ import { COLLECTION_POST, EMBED_EXTERNAL } from "../../shared/nsid.ts";
 import { waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { streamServicesFor } from "./services.ts";
 import { RawWsClient, StreamClient, type Writer } from "./_stream_test_util.ts";
 
 const KIB = 1024;
@@ -42,7 +41,7 @@ async function writeLargePosts(baseUrl: string, w: Writer, count: number): Promi
 
 Deno.test("a subscriber whose socket accepts nothing is closed after the stall time, holding no more than its byte bound", async () => {
   await using s = await startTestServer();
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   const limits = { maxBufferedBytes: 64 * KIB, maxQueuedBytes: 64 * KIB, stallTimeoutMs: 500 };
   hub.setLimits(limits);
   const w = await signUp(s.url, "stalled.test");
@@ -72,7 +71,7 @@ Deno.test("a subscriber whose socket accepts nothing is closed after the stall t
 
 Deno.test("a slow reader of large events is not closed and gets every seq once, in order, replay then live (spec 6.1 rule 5)", async () => {
   await using s = await startTestServer();
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   hub.setLimits({ maxBufferedBytes: 64 * KIB, maxQueuedBytes: 64 * KIB, stallTimeoutMs: 500 });
   const w = await signUp(s.url, "slowreader.test");
   await writeLargePosts(s.url, w, 120);
@@ -110,7 +109,7 @@ Deno.test("replayed frames are built once and the same bytes go to every subscri
   const w = await signUp(s.url, "shared.test");
   await writeLargePosts(s.url, w, 40);
   const head = await readHeadSeq(s.ctx.kv);
-  const hub = streamServicesFor(s.ctx)!.hub;
+  const hub = s.ctx.stream!.hub;
   const builtBefore = hub.replayFramesBuilt;
   const clients = await Promise.all([0, 0, 0].map((c) => StreamClient.connect(s.url, c)));
   await Promise.all(clients.map((c) => c.waitForSeq(head)));

@@ -5,7 +5,6 @@ import assert from "node:assert/strict";
 import { formatCid } from "../../shared/cid.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE, EMBED_IMAGES } from "../../shared/nsid.ts";
 import { createTestApp, signUp, type TestApp, xrpcPost } from "../_test_helpers.ts";
-import { sequencerFor } from "../sequencer/sequencer.ts";
 
 const NOW = "2024-05-01T12:00:00.000Z";
 /** A blob reference that was never uploaded (the raw CID of bytes nobody sent). */
@@ -60,14 +59,14 @@ async function expectError(res: Response, error: string, message: string): Promi
 Deno.test("a record referencing a blob nobody uploaded is 400 BlobNotFound and commits nothing", async () => {
   const { t, did, auth } = await setUp();
   await using _ = t;
-  const headBefore = await sequencerFor(t.ctx.kv).headSeq();
+  const headBefore = await t.ctx.sequencer.headSeq();
   const avatar = { $type: "blob", ref: { $link: NEVER_UPLOADED }, mimeType: "image/png", size: 7 };
   await expectError(
     await putProfile(t, did, auth, { displayName: "Alice", avatar }),
     "BlobNotFound",
     `Could not find blob ${NEVER_UPLOADED} (at avatar)`,
   );
-  assert.equal(await sequencerFor(t.ctx.kv).headSeq(), headBefore);
+  assert.equal(await t.ctx.sequencer.headSeq(), headBefore);
 });
 
 Deno.test("another account's upload is BlobNotFound for this one", async () => {
@@ -136,7 +135,7 @@ Deno.test("uploaded images are accepted, listed in the commit event's blobs, and
   // Only the description is sent: the stored avatar is kept and not refused.
   const again = await putProfile(t, did, auth, { description: "hi" });
   assert.equal(again.status, 200);
-  const events = await sequencerFor(t.ctx.kv).readEvents(0);
+  const events = await t.ctx.sequencer.readEvents(0);
   const blobsBySeq = events.slice(-3).map((e) => e.event.blobs.map(formatCid));
   assert.deepEqual(blobsBySeq, [[avatar.ref.$link], [photo.ref.$link], [avatar.ref.$link]]);
   const stored = await t.app.request(

@@ -11,7 +11,6 @@ import { Hono } from "hono";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { type Account, getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
-import { getAccountKeyPair } from "../accounts/account_keys.ts";
 import { accountDidDocument, serviceDidDocument } from "../accounts/did_doc.ts";
 import { XrpcError } from "./errors.ts";
 import { readJsonBody } from "./json_body.ts";
@@ -46,7 +45,7 @@ export function identityRoutes(ctx: PdsContext): Hono<PdsEnv> {
     if (!did) throw new XrpcError(400, "InvalidRequest", "Parameter did is required");
     if (!isLookupDid(did)) throw new XrpcError(400, "InvalidRequest", `Invalid did: ${q(did)}`);
     const account = await getAccount(ctx.kv, did);
-    const keyPair = account === null ? null : await getAccountKeyPair(ctx.kv, did);
+    const keyPair = account === null ? null : await ctx.accountKeys.get(did);
     if (account === null || keyPair === null) {
       throw new XrpcError(400, "DidNotFound", `DID not found: ${q(did)}`);
     }

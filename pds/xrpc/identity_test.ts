@@ -9,7 +9,6 @@ import { encodeCbor } from "../../shared/cbor.ts";
 import { base64url } from "jose";
 import { verifySignature } from "@atproto/crypto";
 import { createTestApp, signUp, xrpcGet, xrpcPost } from "../_test_helpers.ts";
-import { getAccountKeyPair } from "../accounts/account_keys.ts";
 import { plcDidForOperation, type PlcOperation } from "../accounts/plc.ts";
 import { plcOpKey } from "../store/keys.ts";
 
@@ -77,7 +76,7 @@ Deno.test("resolveDid serves the account's DID document with its own signing key
   const res = await xrpcGet(t.app, `com.atproto.identity.resolveDid?did=${did}`);
   assert.equal(res.status, 200);
   const { didDoc } = await res.json();
-  const keyPair = await getAccountKeyPair(t.ctx.kv, did);
+  const keyPair = await t.ctx.accountKeys.get(did);
   assert.ok(keyPair);
   assert.deepEqual(didDoc, {
     "@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"],
@@ -111,7 +110,7 @@ Deno.test("the account DID is derived from its signed PLC genesis op, signed by 
   assert.equal(plcDidForOperation(op), did);
   assert.equal(op.prev, null);
   assert.deepEqual(op.alsoKnownAs, ["at://wren.test"]);
-  const keyPair = await getAccountKeyPair(t.ctx.kv, did);
+  const keyPair = await t.ctx.accountKeys.get(did);
   assert.equal(op.verificationMethods.atproto, `did:key:${encodeMultikey(keyPair!.publicKey)}`);
   assert.deepEqual(op.rotationKeys, [
     `did:key:${encodeMultikey(t.ctx.serviceKeys.keyPair.publicKey)}`,

@@ -10,13 +10,11 @@ import { isValidHandle, isValidNsid, isValidRecordKey } from "../../shared/synta
 import { parseAtUri } from "../../shared/at_uri.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
-import { getAccountKeyPair } from "../accounts/account_keys.ts";
 import { accountDidDocument } from "../accounts/did_doc.ts";
 import { requireAccess } from "../auth/access.ts";
 import { RepoError } from "../repo/errors.ts";
 import type { ApplyWritesResult, RepoWrite } from "../repo/repository.ts";
 import { getRecord, listCollections, listRecords } from "../repo/reader.ts";
-import { repoServiceFor } from "../repo/service.ts";
 import {
   BlobTooLargeError,
   MAX_BLOB_BYTES,
@@ -37,7 +35,7 @@ const WRITE_TYPES = {
 /** Routes of `com.atproto.repo.*`. */
 export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
   const app = new Hono<PdsEnv>();
-  const repos = repoServiceFor(ctx);
+  const repos = ctx.repos;
   const write = async (did: string, writes: RepoWrite[], swapCommit?: string) => {
     try {
       return await repos.applyWrites(did, writes, { swapCommit });
@@ -168,7 +166,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const did = await resolveRepo(ctx, c.req.query("repo"), "Parameter");
     const [account, keyPair, collections] = await Promise.all([
       getAccount(ctx.kv, did),
-      getAccountKeyPair(ctx.kv, did),
+      ctx.accountKeys.get(did),
       listCollections(ctx.kv, did),
     ]);
     if (account === null || keyPair === null) throw repoNotFound(did);

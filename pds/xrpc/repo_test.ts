@@ -17,7 +17,6 @@ import {
 import type { PdsContext, PdsHooks } from "../context.ts";
 import { createTestApp, signUp, startTestServer, xrpcGet, xrpcPost } from "../_test_helpers.ts";
 import { initRepo } from "../repo/service.ts";
-import { sequencerFor } from "../sequencer/sequencer.ts";
 import { blobChunkPrefix } from "../store/keys.ts";
 
 const NOW = "2024-05-01T12:00:00.000Z";
@@ -46,7 +45,7 @@ Deno.test("account creation writes the initial empty commit with seq 1", async (
   const res = await xrpcGet(t.app, `com.atproto.sync.getLatestCommit?did=${session.did}`);
   assert.equal(res.status, 200);
   const latest = await res.json();
-  const [event] = await sequencerFor(t.ctx.kv).readEvents(0);
+  const [event] = await t.ctx.sequencer.readEvents(0);
   assert.equal(event.seq, 1);
   assert.equal(event.event.repo, session.did);
   assert.equal(event.event.rev, latest.rev);
@@ -264,7 +263,7 @@ Deno.test("applyWrites commits creates, updates and deletes as one commit", asyn
       validationStatus: "valid",
     },
   ]);
-  const events = await sequencerFor(t.ctx.kv).readEvents(0);
+  const events = await t.ctx.sequencer.readEvents(0);
   assert.deepEqual(events.map((e) => e.event.ops.map((o) => o.action)), [
     [],
     ["create", "create"],
@@ -283,7 +282,7 @@ Deno.test("100 concurrent createRecord calls on one repo give 100 commits in 100
   await using s = await startTestServer({ hooks: wiring.hooks });
   wiring.bind(s.ctx);
   const session = await signUp(s.url, "carol.test");
-  const head = await sequencerFor(s.ctx.kv).headSeq();
+  const head = await s.ctx.sequencer.headSeq();
   const responses = await Promise.all(
     Array.from({ length: 100 }, (_, i) =>
       xrpcPost(s.url, "com.atproto.repo.createRecord", {
@@ -296,7 +295,7 @@ Deno.test("100 concurrent createRecord calls on one repo give 100 commits in 100
       })),
   );
   assert.equal(new Set(responses.map((r) => r.commit.cid)).size, 100);
-  const events = await sequencerFor(s.ctx.kv).readEvents(head, 1000);
+  const events = await s.ctx.sequencer.readEvents(head, 1000);
   assert.deepEqual(events.map((e) => e.seq), Array.from({ length: 100 }, (_, i) => head + 1 + i));
   for (let i = 1; i < events.length; i++) {
     assert.ok(events[i].event.rev > events[i - 1].event.rev, `rev at seq ${events[i].seq}`);

@@ -11,7 +11,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
-import { streamServicesFor } from "../sequencer/services.ts";
 import { XrpcError } from "./errors.ts";
 import { clientAddress, clientKey } from "./client_address.ts";
 
@@ -34,7 +33,7 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
         message: "subscribeRepos is a WebSocket endpoint: send Upgrade: websocket",
       }, 426);
     }
-    const services = streamServicesFor(ctx);
+    const services = ctx.stream;
     if (!services) throw new XrpcError(503, "NotEnoughResources", "Event stream is not running");
     // Connection caps, checked before the upgrade (nothing awaits between here and serve()).
     // Counted per client: an IPv6 client by its /64, which one subscriber line gets whole.

@@ -37,24 +37,15 @@ const MAX_GET_BLOCKS = 1000;
 export const EXPORTS_RUNNING = 4;
 export const EXPORTS_WAITING = 32;
 
-const exportGates = new WeakMap<PdsContext, ConcurrencyGate>();
-
-/** The gate of the `getRepo` exports of `ctx` (one per account host). */
-export function exportGateFor(ctx: PdsContext): ConcurrencyGate {
-  let gate = exportGates.get(ctx);
-  if (!gate) {
-    exportGates.set(
-      ctx,
-      gate = new ConcurrencyGate({ running: EXPORTS_RUNNING, waiting: EXPORTS_WAITING }),
-    );
-  }
-  return gate;
+/** A gate of `getRepo` exports (`ctx.exportGate`, one per account host). */
+export function createExportGate(): ConcurrencyGate {
+  return new ConcurrencyGate({ running: EXPORTS_RUNNING, waiting: EXPORTS_WAITING });
 }
 
 /** Routes of `com.atproto.sync.*` (except `subscribeRepos`). */
 export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
   const app = new Hono<PdsEnv>();
-  const exports = exportGateFor(ctx);
+  const exports = ctx.exportGate;
 
   app.get(`/xrpc/${NSID}.getRepo`, async (c) => {
     const did = requireDid(c);
@@ -81,7 +72,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     // The place goes back here unless the CAR's body takes it over.
     let handedOver = false;
     try {
-      const bytes = await domain(exportRepoCar(ctx.kv, did, since));
+      const bytes = await domain(exportRepoCar(ctx.blocks, did, since));
       if (signal.aborted) return new Response(null, { status: 499 });
       if (c.req.method === "HEAD") return new Response(null, { headers: carHeaders(bytes.length) });
       // The CAR stays in memory until it is sent: the place is held until then, or until the
@@ -106,7 +97,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
       );
     }
     for (const cid of cids) canonicalCid(cid); // 400 for one that is no CID
-    return car(await domain(getBlocksCar(ctx.kv, did, cids)));
+    return car(await domain(getBlocksCar(ctx.blocks, did, cids)));
   });
 
   app.get(`/xrpc/${NSID}.getLatestCommit`, async (c) => {
@@ -120,7 +111,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const rkey = requireParam(c, "rkey");
     if (!isValidNsid(collection)) throw invalid("collection", collection);
     if (!isValidRecordKey(rkey)) throw invalid("rkey", rkey);
-    return car(await domain(getRecordProofCar(ctx.kv, did, collection, rkey)));
+    return car(await domain(getRecordProofCar(ctx.blocks, did, collection, rkey)));
   });
 
   app.get(`/xrpc/${NSID}.listRepos`, async (c) => {

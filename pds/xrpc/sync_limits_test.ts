@@ -5,8 +5,7 @@ import { readCar } from "../../shared/car.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { waitFor } from "../../tests/_util.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
-import { carBody, exportGateFor, EXPORTS_RUNNING, EXPORTS_WAITING } from "./sync.ts";
-import { repoServiceFor } from "../repo/service.ts";
+import { carBody, EXPORTS_RUNNING, EXPORTS_WAITING } from "./sync.ts";
 import type { ConcurrencyGate } from "../concurrency_gate.ts";
 
 /**
@@ -38,7 +37,7 @@ Deno.test("getRepo beyond the running and waiting exports is 429 RateLimitExceed
   const getRepo = () => fetch(`${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`);
 
   // Take every running place and all but one waiting place with exports that do not end yet.
-  const gate = exportGateFor(server.ctx);
+  const gate = server.ctx.exportGate;
   const { release, holders } = fillAllButOnePlace(gate);
   assert.equal(gate.active, EXPORTS_RUNNING);
   assert.equal(gate.queued, EXPORTS_WAITING - 1);
@@ -83,7 +82,7 @@ Deno.test("a queued getRepo whose client goes away leaves the queue and frees it
   await using server = await startTestServer();
   const alice = await signUp(server.url, "alice.test");
   const url = `${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`;
-  const gate = exportGateFor(server.ctx);
+  const gate = server.ctx.exportGate;
   const { release, holders } = fillAllButOnePlace(gate);
 
   try {
@@ -118,7 +117,7 @@ Deno.test("an export holds its place until its client has taken the whole CAR or
   // About 6.8 MB of distinct posts (150 graphemes of 49 bytes each): more than loopback socket
   // buffers take from a client that reads nothing.
   const text = ("a" + "\u0301".repeat(24)).repeat(150);
-  const repos = repoServiceFor(server.ctx);
+  const repos = server.ctx.repos;
   for (let i = 0; i < 30; i++) {
     await repos.applyWrites(
       alice.did,
@@ -129,7 +128,7 @@ Deno.test("an export holds its place until its client has taken the whole CAR or
       })),
     );
   }
-  const gate = exportGateFor(server.ctx);
+  const gate = server.ctx.exportGate;
   const port = Number(new URL(server.url).port);
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   await conn.write(
@@ -216,7 +215,7 @@ Deno.test("carBody: a steady reader may take longer than the idle limit, a trick
 Deno.test("a HEAD getRepo gives its export place back once answered", async () => {
   await using server = await startTestServer();
   const alice = await signUp(server.url, "alice.test");
-  const gate = exportGateFor(server.ctx);
+  const gate = server.ctx.exportGate;
   const url = `${server.url}/xrpc/com.atproto.sync.getRepo?did=${alice.did}`;
   const res = await fetch(url, { method: "HEAD" });
   assert.equal(res.status, 200);

@@ -31,8 +31,7 @@ import { createLogger, silentLogger } from "../../shared/log.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { startPds } from "../../pds/server.ts";
 import type { PdsContext } from "../../pds/context.ts";
-import { initRepo, repoServiceFor } from "../../pds/repo/service.ts";
-import { streamServicesFor } from "../../pds/sequencer/services.ts";
+import { initRepo } from "../../pds/repo/service.ts";
 import process from "node:process";
 import { type BenchResult, percentile, printTable } from "./_types.ts";
 import { type Account, type ClientResult, createPost } from "./_commit_bench_client.ts";
@@ -75,7 +74,7 @@ export async function benchCommits(): Promise<BenchResult[]> {
     // Warm-up: one post per account (caches, JIT).
     await Promise.all(accounts.map((a) => createPost(pds.url, a)));
     // Each measured phase starts with the push queue drained (its own pushes still count).
-    const drainPushes = () => streamServicesFor(pds.ctx)?.push?.flush() ?? Promise.resolve();
+    const drainPushes = () => pds.ctx.stream?.push?.flush() ?? Promise.resolve();
     await drainPushes();
 
     // Throughput: one closed loop per account, from the client process.
@@ -88,7 +87,7 @@ export async function benchCommits(): Promise<BenchResult[]> {
     const cpuPerCommitMs = (cpu.user + cpu.system) / 1000 / THROUGHPUT_COMMITS;
 
     // The same load straight into applyWrites (no HTTP, no client): the domain layer's share.
-    const repos = repoServiceFor(pds.ctx);
+    const repos = pds.ctx.repos;
     const directStart = performance.now();
     await Promise.all(accounts.map(async (a) => {
       for (let i = 0; i < perAccount; i++) {

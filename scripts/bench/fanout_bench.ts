@@ -15,8 +15,6 @@
 import { silentLogger } from "../../shared/log.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { startPds } from "../../pds/server.ts";
-import { streamServicesFor } from "../../pds/sequencer/services.ts";
-import { sequencerFor } from "../../pds/sequencer/sequencer.ts";
 import { formatCid } from "../../shared/cid.ts";
 import { type BenchResult, percentile, printTable } from "./_types.ts";
 
@@ -92,7 +90,7 @@ async function runFanout(
     worker.postMessage({ type: "open", url: wsUrl, count: subscribers });
     await opened;
     console.error(`fanout: ${subscribers} subscribers connected`);
-    const services = streamServicesFor(pds.ctx)!;
+    const services = pds.ctx.stream!;
     while (services.broadcaster.subscriberCount < subscribers) {
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -102,7 +100,7 @@ async function runFanout(
     // never later than the writer receiving its 200.
     const committedAt = new Map<number, number>();
     const seqOf = new Map<string, number>();
-    const unsubscribe = sequencerFor(pds.ctx.kv).onCommit((c) => {
+    const unsubscribe = pds.ctx.sequencer.onCommit((c) => {
       committedAt.set(c.seq, performance.timeOrigin + performance.now());
       seqOf.set(formatCid(c.event.commit), c.seq);
     });
