@@ -12,6 +12,8 @@ import { createPdsApp } from "./app.ts";
 import { loadPdsConfig, type RawEnv } from "./config.ts";
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
 import { createPdsContext, type RunningPds, startPds } from "./server.ts";
+import { BlockStore } from "./repo/block_store.ts";
+import { Sequencer } from "./sequencer/sequencer.ts";
 
 export { kvRowsInMainFile } from "../runtime/_test_helpers.ts";
 
@@ -158,4 +160,12 @@ export async function signUp(
   const body = await res.json();
   if (res.status !== 200) throw new Error(`createAccount ${res.status}: ${JSON.stringify(body)}`);
   return body;
+}
+
+/**
+ * The parts of a store a `RepoService` shares with its readers and stream, built as
+ * `createPdsContext` builds them: for tests of the repository on a bare KV handle.
+ */
+export function storeParts(kv: Deno.Kv): { kv: Deno.Kv; blocks: BlockStore; sequencer: Sequencer } {
+  return { kv, blocks: new BlockStore(kv), sequencer: new Sequencer(kv) };
 }
