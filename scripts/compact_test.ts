@@ -8,7 +8,7 @@ import { signUp, startTestServer, xrpcGet, xrpcPost } from "../pds/_test_helpers
 import { readCar } from "../shared/car.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
 import { BlockStore } from "../pds/repo/block_store.ts";
-import type { RepoRoot } from "../pds/repo/repository.ts";
+import type { RepoRoot } from "../pds/repo/repo_root.ts";
 import { repoRootKey } from "../pds/store/keys.ts";
 
 /** Runs the command line on the KV file `kvPath` (`<dir>/pds.kv`, as the test server's). */

@@ -15,7 +15,8 @@ import { COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir } from "../../tests/_util.ts";
 import type { CommitEvent } from "../sequencer/sequencer.ts";
 import { storeParts } from "../_test_helpers.ts";
-import { RepoService, type RepoWrite } from "./repository.ts";
+import { RepoService } from "./repository.ts";
+import type { RepoWrite } from "./prepare_writes.ts";
 import { keyHeight } from "./mst.ts";
 
 const NOW = "2024-05-01T12:00:00.000Z";

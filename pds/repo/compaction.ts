@@ -35,7 +35,7 @@ import {
 import type { Block } from "./mst.ts";
 import { reachableBlocks } from "./reader.ts";
 import { BACKGROUND_PACE, type Pace, TimeSlicer } from "./time_slice.ts";
-import type { RepoRoot } from "./repository.ts";
+import type { RepoRoot } from "./repo_root.ts";
 
 /** What one compaction did. */
 export interface CompactionResult {

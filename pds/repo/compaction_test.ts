@@ -13,7 +13,9 @@ import { BlockStore } from "./block_store.ts";
 import { compactRepoBlocks } from "./compaction.ts";
 import { exportRepoCar, getRecord, getRecordProofCar } from "./reader.ts";
 import { storeParts } from "../_test_helpers.ts";
-import { type RepoRoot, RepoService, type RepoWrite } from "./repository.ts";
+import { RepoService } from "./repository.ts";
+import type { RepoWrite } from "./prepare_writes.ts";
+import type { RepoRoot } from "./repo_root.ts";
 
 const DID = "did:plc:cccccccccccccccccccccccc";
 const NOW = "2024-05-01T12:00:00.000Z";

@@ -21,7 +21,7 @@ import {
 } from "../store/keys.ts";
 import type { BlockStore } from "./block_store.ts";
 import { decodeCommit } from "./commit.ts";
-import type { RepoRoot, StoredRecord } from "./repository.ts";
+import type { RepoRoot, StoredRecord } from "./repo_root.ts";
 import { type Block, decodeNode, Mst } from "./mst.ts";
 import { RepoError } from "./errors.ts";
 

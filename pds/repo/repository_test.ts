@@ -19,7 +19,8 @@ import { makeTempDir } from "../../tests/_util.ts";
 import { storeParts } from "../_test_helpers.ts";
 import { repoRootKey } from "../store/keys.ts";
 import { RepoError } from "./errors.ts";
-import { RepoService, type RepoWrite } from "./repository.ts";
+import { RepoService } from "./repository.ts";
+import type { RepoWrite } from "./prepare_writes.ts";
 import { decodeCommit } from "./commit.ts";
 import { BlockStore } from "./block_store.ts";
 import {

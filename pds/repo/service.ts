@@ -11,12 +11,9 @@ import type { PdsContext } from "../context.ts";
 import type { AccountKeys } from "../accounts/account_keys.ts";
 import type { Sequencer } from "../sequencer/sequencer.ts";
 import type { BlockStore } from "./block_store.ts";
-import {
-  type ApplyWritesResult,
-  type RepoRoot,
-  RepoService,
-  type RepoWrite,
-} from "./repository.ts";
+import { type ApplyWritesResult, RepoService } from "./repository.ts";
+import type { RepoWrite } from "./prepare_writes.ts";
+import type { RepoRoot } from "./repo_root.ts";
 
 /** The repository service of an account host, on its store, sequencer and account keys. */
 export function createRepoService(parts: {

@@ -13,7 +13,8 @@ import { getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.t
 import { accountDidDocument } from "../accounts/did_doc.ts";
 import { requireAccess } from "../auth/access.ts";
 import { RepoError } from "../repo/errors.ts";
-import type { ApplyWritesResult, RepoWrite } from "../repo/repository.ts";
+import type { ApplyWritesResult } from "../repo/repository.ts";
+import type { RepoWrite } from "../repo/prepare_writes.ts";
 import { getRecord, listCollections, listRecords } from "../repo/reader.ts";
 import {
   BlobTooLargeError,
