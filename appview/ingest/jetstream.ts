@@ -22,8 +22,9 @@
  * @module
  */
 
+import type { LogFields } from "../../shared/log.ts";
 import { SOCIAL_COLLECTION_GLOB } from "../../shared/nsid.ts";
-import { opsFromJetstream } from "../../shared/ops.ts";
+import { type IndexOp, opsFromJetstream } from "../../shared/ops.ts";
 import { isValidTid } from "../../shared/tid.ts";
 import type { AppviewContext } from "../context.ts";
 import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../db/state.ts";
@@ -34,6 +35,7 @@ import {
   StreamConsumer,
   type StreamConsumerOptions,
   type StreamControl,
+  type StreamParser,
   type StreamProtocol,
 } from "./stream_consumer.ts";
 
@@ -73,50 +75,121 @@ export class JetstreamProtocol implements StreamProtocol {
     return url.href;
   }
 
+  /**
+   * The cursor-independent, CPU-heavy half of {@link decode} ({@link parseJetstreamEvent}: the
+   * JSON text, its checks and the ops), run by the consumer in a worker thread so that it
+   * overlaps with the index writes.
+   */
+  readonly parser: StreamParser = {
+    workerUrl: new URL("./jetstream_parse_worker.ts", import.meta.url),
+    options: null,
+    accept: (parsed, cursor, control) =>
+      acceptJetstreamEvent(parsed as JetstreamParsed, cursor, control),
+  };
+
   decode(
     data: string | ArrayBuffer,
     cursor: number | null,
     control: StreamControl,
   ): DecodedMessage | null {
-    const { log } = control;
-    if (typeof data !== "string") {
-      log.warn("Binary event skipped: Jetstream events are JSON text", { bytes: data.byteLength });
-      control.fail("Binary event skipped");
-      return null;
-    }
-    if (data.length > MAX_JETSTREAM_EVENT_CHARS) {
-      log.warn("Event skipped: too large", { length: data.length });
-      control.fail(`Event skipped: ${data.length} characters`);
-      return null;
-    }
-    let event: unknown;
-    try {
-      event = JSON.parse(data);
-    } catch (e) {
-      log.warn("Event skipped: not valid JSON", { error: e, length: data.length });
-      control.fail(`Event skipped: ${messageOf(e)}`);
-      return null;
-    }
-    const timeUs = (event as { time_us?: unknown } | null)?.time_us;
-    if (typeof timeUs !== "number" || !Number.isSafeInteger(timeUs) || timeUs < 0) {
-      log.warn("Event skipped: invalid time_us", { time_us: String(timeUs) });
-      control.fail(`Event skipped: invalid time_us ${String(timeUs)}`);
-      return null;
-    }
-    const next = cursor === null ? timeUs : Math.max(cursor, timeUs);
-    try {
-      const ops = opsFromJetstream(event);
-      const { kind, did, commit } = event as { kind: unknown; did: string; commit?: unknown };
-      const rev = kind === "commit" ? (commit as { rev?: unknown }).rev : undefined;
-      return typeof rev === "string" && isValidTid(rev)
-        ? { ops, cursor: next, commit: { did, rev, mode: "newer-or-equal" } }
-        : { ops, cursor: next };
-    } catch (e) {
-      log.warn("Event skipped: it cannot be converted", { time_us: timeUs, error: e });
-      control.fail(`Event ${timeUs} skipped: ${messageOf(e)}`);
-      return { ops: [], cursor: next };
-    }
+    return acceptJetstreamEvent(parseJetstreamEvent(data), cursor, control);
   }
+}
+
+/**
+ * A Jetstream message parsed without the consumer's state (structured-cloneable: errors are
+ * kept as their name and message, which is what a log line shows of them).
+ */
+export type JetstreamParsed =
+  | { t: "event"; timeUs: number; ops: IndexOp[]; commit?: { did: string; rev: string } }
+  | {
+    t: "skip";
+    /** Logged at warn level by {@link acceptJetstreamEvent}. */
+    msg: string;
+    fields: LogFields;
+    /** Recorded as the consumer's last error. */
+    reason: string;
+    /** Set when the event had a valid `time_us`: the cursor still moves past it. */
+    timeUs?: number;
+  };
+
+/** An error as a log line shows it (`formatLogLine`), cloneable to the consumer's thread. */
+function errorFields(e: unknown): { name: string; message: string } | string {
+  return e instanceof Error ? { name: e.name, message: e.message } : String(e);
+}
+
+/** Parses one Jetstream message: everything but the cursor (see {@link JetstreamParsed}). */
+export function parseJetstreamEvent(data: string | ArrayBuffer): JetstreamParsed {
+  if (typeof data !== "string") {
+    return {
+      t: "skip",
+      msg: "Binary event skipped: Jetstream events are JSON text",
+      fields: { bytes: data.byteLength },
+      reason: "Binary event skipped",
+    };
+  }
+  if (data.length > MAX_JETSTREAM_EVENT_CHARS) {
+    return {
+      t: "skip",
+      msg: "Event skipped: too large",
+      fields: { length: data.length },
+      reason: `Event skipped: ${data.length} characters`,
+    };
+  }
+  let event: unknown;
+  try {
+    event = JSON.parse(data);
+  } catch (e) {
+    return {
+      t: "skip",
+      msg: "Event skipped: not valid JSON",
+      fields: { error: errorFields(e), length: data.length },
+      reason: `Event skipped: ${messageOf(e)}`,
+    };
+  }
+  const timeUs = (event as { time_us?: unknown } | null)?.time_us;
+  if (typeof timeUs !== "number" || !Number.isSafeInteger(timeUs) || timeUs < 0) {
+    return {
+      t: "skip",
+      msg: "Event skipped: invalid time_us",
+      fields: { time_us: String(timeUs) },
+      reason: `Event skipped: invalid time_us ${String(timeUs)}`,
+    };
+  }
+  try {
+    const ops = opsFromJetstream(event);
+    const { kind, did, commit } = event as { kind: unknown; did: string; commit?: unknown };
+    const rev = kind === "commit" ? (commit as { rev?: unknown }).rev : undefined;
+    return typeof rev === "string" && isValidTid(rev)
+      ? { t: "event", timeUs, ops, commit: { did, rev } }
+      : { t: "event", timeUs, ops };
+  } catch (e) {
+    return {
+      t: "skip",
+      msg: "Event skipped: it cannot be converted",
+      fields: { time_us: timeUs, error: errorFields(e) },
+      reason: `Event ${timeUs} skipped: ${messageOf(e)}`,
+      timeUs,
+    };
+  }
+}
+
+/** The rest of decoding a parsed Jetstream message: the cursor, the commit, the log line. */
+export function acceptJetstreamEvent(
+  parsed: JetstreamParsed,
+  cursor: number | null,
+  control: StreamControl,
+): DecodedMessage | null {
+  if (parsed.t === "skip") {
+    control.log.warn(parsed.msg, parsed.fields);
+    control.fail(parsed.reason);
+    if (parsed.timeUs === undefined) return null;
+    return { ops: [], cursor: cursor === null ? parsed.timeUs : Math.max(cursor, parsed.timeUs) };
+  }
+  const next = cursor === null ? parsed.timeUs : Math.max(cursor, parsed.timeUs);
+  return parsed.commit === undefined
+    ? { ops: parsed.ops, cursor: next }
+    : { ops: parsed.ops, cursor: next, commit: { ...parsed.commit, mode: "newer-or-equal" } };
 }
 
 /**
