@@ -146,6 +146,28 @@ export function taskCommand(tasks: Record<string, unknown>, name: string): strin
   return command;
 }
 
+/** The permissions of one set in `deno.json`'s `permissions` (`-P=<name>`). */
+export type PermissionSet = Partial<
+  Record<"read" | "write" | "net" | "env" | "sys" | "run" | "ffi" | "import", boolean | string[]>
+>;
+
+/**
+ * The permission set the `deno.json` task `name` runs with: its `-P=<set>` word and the set's
+ * grants from the config's `permissions`. Throws when the task names no set, or one the config
+ * does not define.
+ */
+export function taskPermissionSet(
+  config: { tasks: Record<string, unknown>; permissions?: Record<string, PermissionSet> },
+  name: string,
+): { flag: string; name: string; grants: PermissionSet } {
+  const flags = taskCommand(config.tasks, name).split(" ").filter((w) => w.startsWith("-P="));
+  if (flags.length !== 1) throw new Error(`task ${name} names ${flags.length} permission sets`);
+  const set = flags[0].slice("-P=".length);
+  const grants = config.permissions?.[set];
+  if (grants === undefined) throw new Error(`deno.json has no permission set ${set}`);
+  return { flag: flags[0], name: set, grants };
+}
+
 /** The interop vectors folder beside the checkout, or null when absent (tests then skip). */
 export const INTEROP_DIR: URL | null = (() => {
   const dir = new URL("../shared/testdata/atproto-interop/", REPO_ROOT);

@@ -14,6 +14,10 @@ async function readAll(stream: ReadableStream<Uint8Array>, sink: string[]): Prom
   for await (const chunk of stream.pipeThrough(decoder)) sink.push(chunk);
 }
 
+/** What deno prints (stderr) when a program runs with a permission set from deno.json. */
+const PERMISSION_SETS_NOTICE =
+  "Warning Permissions in the config file is an experimental feature and may change in the future.";
+
 /** `deno task <task>` in the repository with only `env` (and the pass-through variables). */
 function task(name: string, env: Record<string, string>): Deno.Command {
   return new Deno.Command(Deno.execPath(), {
@@ -106,7 +110,8 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
     assert.equal(status.code, 0, `dev exit:\n${devOut.join("").slice(-2000)}`);
   }
   assert.match(devOut.join(""), /"msg":"shutting down"/);
-  // Before the log: `deno task`'s banners and the web app's build line; in it, one plain line
+  // Before the log: `deno task`'s banners, deno's notice that permission sets (deno.json
+  // `permissions`, `-P`) are experimental, and the web app's build line; in it, one plain line
   // with the address to open; every other line is one JSON log record.
   const text = devOut.join("");
   assert.match(text, new RegExp(`\n {2}Open http://localhost:${appviewPort} and sign up\\.\n`));
@@ -115,7 +120,8 @@ Deno.test("deno task demo runs against deno task dev started with zero configura
     /^web: built web\/dist \(app-[0-9a-f]{12}\.js \d+ bytes, app-[0-9a-f]{12}\.css \d+ bytes\)$/m,
   );
   const logLines = text.split("\n").filter((l) =>
-    l !== "" && !l.startsWith("Task ") && !l.startsWith("web: built ") && !l.startsWith("  Open ")
+    l !== "" && !l.startsWith("Task ") && l !== PERMISSION_SETS_NOTICE &&
+    !l.startsWith("web: built ") && !l.startsWith("  Open ")
   );
   for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
 });

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { makeTempDir, REPO_ROOT, serveOnPort0, taskCommand } from "../../tests/_util.ts";
+import {
+  makeTempDir,
+  REPO_ROOT,
+  serveOnPort0,
+  taskCommand,
+  taskPermissionSet,
+} from "../../tests/_util.ts";
 import {
   checkDestination,
   type HostLookup,
@@ -276,12 +282,15 @@ Deno.test("under the handle-sync task's permissions, HTTPS verifies against the 
   // node:https loads its roots with sys and env permissions the task must grant (needed once
   // NODE_EXTRA_CA_CERTS is set); without them every HTTPS fetch fails before the certificate
   // is even looked at.
-  const tasks = JSON.parse(await Deno.readTextFile(new URL("deno.json", REPO_ROOT))).tasks;
-  const flags = taskCommand(tasks, "handle-sync")
+  const config = JSON.parse(await Deno.readTextFile(new URL("deno.json", REPO_ROOT)));
+  const flags = taskCommand(config.tasks, "handle-sync")
     .replace(/^deno run /, "")
     .replace(/ appview\/main\.ts handle-sync$/, "")
     .split(" ");
-  assert.ok(flags.every((f) => f.startsWith("--")), flags.join(" "));
+  assert.ok(flags.every((f) => f.startsWith("-")), flags.join(" "));
+  // The task's permissions are its set (`-P=<set>`), looked up in the repository's deno.json: the
+  // script below sits outside it, so the run names that config.
+  assert.ok(flags.includes(taskPermissionSet(config, "handle-sync").flag), flags.join(" "));
   await using dir = await makeTempDir();
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, cert: PINNED_TEST_CERT, key: PINNED_TEST_KEY, onListen() {} },
@@ -303,7 +312,13 @@ console.log(JSON.stringify(out));
     await Deno.writeTextFile(extraCa, PINNED_TEST_CERT);
     const run = async (env: Record<string, string>) => {
       const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "--quiet", ...flags, script],
+        args: [
+          "run",
+          "--quiet",
+          `--config=${new URL("deno.json", REPO_ROOT).pathname}`,
+          ...flags,
+          script,
+        ],
         cwd: dir.path,
         env,
         clearEnv: true,

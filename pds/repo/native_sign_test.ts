@@ -5,7 +5,7 @@ import { publicKeyFromPrivate, signCompact, verifyCompact } from "../../shared/k
 import { compactLowS, LIBCRYPTO_PATHS, MAX_NATIVE_KEYS, NativeP256Signer } from "./native_sign.ts";
 import { CommitSigner, commitSigner } from "./signer.ts";
 import { cidForCbor, formatCid, nativeSha256InUse } from "../../shared/cid.ts";
-import { taskCommand } from "../../tests/_util.ts";
+import { taskPermissionSet } from "../../tests/_util.ts";
 
 const ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
 
@@ -118,20 +118,17 @@ function installedLibcrypto(): string | null {
 
 Deno.test("with exactly the pds task's permissions, the signer loads the installed OpenSSL and signs", async () => {
   const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
-  const flag = `--allow-ffi=${LIBCRYPTO_PATHS.join(",")}`;
   for (const task of ["pds", "dev", "compile:pds"]) {
-    assert.ok(
-      taskCommand(config.tasks, task).split(" ").includes(flag),
-      `task ${task} has ${flag}`,
-    );
+    const set = taskPermissionSet(config, task);
+    assert.deepEqual(set.grants.ffi, [...LIBCRYPTO_PATHS], `task ${task}'s set ${set.name} ffi`);
   }
   // Deno refuses some FFI calls under a path-scoped grant that an unscoped one (as the test
-  // task's) allows: run the signer in a process that has the pds task's grant only.
+  // task's) allows: run the signer in a process that has the pds task's permission set only.
   const out = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
-      flag,
+      taskPermissionSet(config, "pds").flag,
       new URL("./_native_sign_probe.ts", import.meta.url).pathname,
     ],
     stdout: "piped",

@@ -42,16 +42,8 @@ export const SERVER_V8_FLAGS: readonly string[] = [
   "--v8-flags=--no-concurrent-marking,--initial-old-space-size=256",
 ];
 
-/** The permissions of `deno task bench` (deno.json), for the benchmark processes. */
-export const CHILD_PERMISSIONS: readonly string[] = [
-  "--allow-ffi",
-  "--allow-net=127.0.0.1,localhost,0.0.0.0",
-  "--allow-read",
-  "--allow-write",
-  "--allow-env",
-  "--allow-run",
-  "--allow-sys=hostname,osRelease",
-];
+/** The permission set of `deno task bench` (deno.json `permissions`), for the benchmark processes. */
+export const CHILD_PERMISSIONS: readonly string[] = ["-P=test"];
 /** Marks the line of a benchmark process's stdout that carries its results. */
 const RESULTS_PREFIX = "bench-results ";
 

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { CHILD_PERMISSIONS, childArgs, SERVER_V8_FLAGS } from "./main.ts";
-import { taskCommand } from "../../tests/_util.ts";
+import { taskCommand, taskPermissionSet } from "../../tests/_util.ts";
 
 const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
 const SERVER_TASKS = ["dev", "pds", "appview", "consumer:local", "consumer:public", "handle-sync"];
@@ -34,8 +34,14 @@ Deno.test("a benchmark process gets the server V8 flags and the bench task's per
     assert.ok(at > 0 && at < script, `${flag} comes before the script`);
   }
   const benchTask: string[] = taskCommand(config.tasks, "bench").split(" ");
-  const taskPermissions = benchTask.filter((w) => w.startsWith("--allow-"));
+  const taskPermissions = benchTask.filter((w) => w.startsWith("--allow-") || w.startsWith("-P="));
   assert.deepEqual([...CHILD_PERMISSIONS], taskPermissions);
+  // The set is defined (deno would stop the benchmark process otherwise).
+  assert.equal(taskPermissionSet(config, "bench").flag, CHILD_PERMISSIONS[0]);
+  for (const flag of CHILD_PERMISSIONS) {
+    const at = args.indexOf(flag);
+    assert.ok(at > 0 && at < script, `${flag} comes before the script`);
+  }
   assert.deepEqual(args.slice(-2), ["--child", "commits"]);
 });
 
