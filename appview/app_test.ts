@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { createAppviewApp } from "./app.ts";
-import { FIXED_NOW, openTestContext } from "./ingest/_stream_testing.ts";
+import { FIXED_NOW, openTestContext } from "./_test_helpers.ts";
 import type { WebFiles } from "./web/web_files.ts";
 
 const FILES: WebFiles = {

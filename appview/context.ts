@@ -9,7 +9,7 @@
 import type { DatabaseSync } from "node:sqlite";
 import type { Logger } from "../shared/log.ts";
 import type { AppviewConfig } from "./config.ts";
-import type { AccountDirectory } from "./ingest/account_directory.ts";
+import type { AccountDirectory } from "./ingest/sources/account_directory.ts";
 import type { IndexWriter } from "./ingest/apply_ops.ts";
 
 /** Shared state of one index process. */

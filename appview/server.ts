@@ -15,17 +15,20 @@ import { type AppviewConfig, ConfigError } from "./config.ts";
 import type { AppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
-import type { AccountDirectory } from "./ingest/account_directory.ts";
+import type { AccountDirectory } from "./ingest/sources/account_directory.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
-import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/jetstream.ts";
-import { ThreadedPublicConsumer } from "./ingest/public_consumer_thread.ts";
-import { createLocalStreamConsumer, type LocalStreamOptions } from "./ingest/local_stream.ts";
+import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/sources/jetstream.ts";
+import { ThreadedPublicConsumer } from "./ingest/sources/public_consumer_thread.ts";
+import {
+  createLocalStreamConsumer,
+  type LocalStreamOptions,
+} from "./ingest/sources/local_stream.ts";
 import {
   type StreamConsumer,
   type StreamConsumerOptions,
   type StreamConsumerStatus,
   writeDisabledStatus,
-} from "./ingest/stream_consumer.ts";
+} from "./ingest/sources/stream_consumer.ts";
 import { warnRelaxedSettings } from "./startup_warnings.ts";
 import { loadWebFiles } from "./web/web_files.ts";
 import { createHandleSync, type HandleSync } from "./workers/handle_sync.ts";

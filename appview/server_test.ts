@@ -5,13 +5,8 @@ import { makeTempDir, startFakeJetstream, waitFor } from "../tests/_util.ts";
 import { ConfigError, loadAppviewConfig } from "./config.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_LOCAL, CONSUMER_PUBLIC, readConsumerStatus } from "./db/state.ts";
-import { didOf, postOp, uriOf } from "./ingest/_fixtures.ts";
-import {
-  captureLogger,
-  FAST_BACKOFF,
-  makeCommit,
-  startFakeRepoStream,
-} from "./ingest/_stream_testing.ts";
+import { didOf, postOp, uriOf } from "./_fixtures.ts";
+import { captureLogger, FAST_BACKOFF, makeCommit, startFakeRepoStream } from "./_test_helpers.ts";
 import { startAppview } from "./server.ts";
 import { WAL_AUTOCHECKPOINT_PAGES } from "./db/open.ts";
 import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts";

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { healthRoutes } from "../appview/api/health.ts";
 import { CONSUMER_LOCAL, writeConsumerStatus } from "../appview/db/state.ts";
-import { openTestContext } from "../appview/ingest/_stream_testing.ts";
+import { openTestContext } from "../appview/_test_helpers.ts";
 import { startTestServer } from "../pds/_test_helpers.ts";
 import { REPO_ROOT } from "../tests/_util.ts";
 import { healthUrls, taskFromCmdline } from "./healthcheck.ts";

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { COLLECTION_POST, EMBED_EXTERNAL, EMBED_RECORD_WITH_MEDIA } from "../shared/nsid.ts";
-import { didOf, openTestIndex, postOp, uriOf } from "../appview/ingest/_fixtures.ts";
+import { didOf, openTestIndex, postOp, uriOf } from "../appview/_fixtures.ts";
 
 Deno.test("the index skips posts whose external link or thumb is not http(s) and counts them (issue 36)", () => {
   using ix = openTestIndex();

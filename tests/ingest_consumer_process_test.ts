@@ -16,14 +16,14 @@ import {
   readConsumerStatus,
   readCursor,
 } from "../appview/db/state.ts";
-import { didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../appview/ingest/_fixtures.ts";
+import { didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../appview/_fixtures.ts";
 import {
   makeCommit,
   openTestContext,
   startFakeRepoStream,
   type TestCommit,
-} from "../appview/ingest/_stream_testing.ts";
-import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
+} from "../appview/_test_helpers.ts";
+import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import { APPVIEW_ENV_VARS } from "../appview/config.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
 import { encodeTid } from "../shared/tid.ts";

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { ingestRoutes } from "../appview/api/ingest.ts";
 import type { AppviewContext } from "../appview/context.ts";
 import { COLLECTION_LIKE, COLLECTION_POST } from "../shared/nsid.ts";
-import { deleteOp, didOf, likeOp, postOp, repostOp, uriOf } from "../appview/ingest/_fixtures.ts";
+import { deleteOp, didOf, likeOp, postOp, repostOp, uriOf } from "../appview/_fixtures.ts";
 import {
   FAST_BACKOFF,
   makeCommit,
@@ -18,9 +18,9 @@ import {
   revOf,
   startFakeRepoStream,
   type TestCommit,
-} from "../appview/ingest/_stream_testing.ts";
-import { createJetstreamConsumer } from "../appview/ingest/jetstream.ts";
-import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
+} from "../appview/_test_helpers.ts";
+import { createJetstreamConsumer } from "../appview/ingest/sources/jetstream.ts";
+import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import { makeTempDir, serveOnPort0, startFakeJetstream, waitFor } from "./_util.ts";
 
 const ALICE = didOf("alice");

@@ -8,9 +8,9 @@ import assert from "node:assert/strict";
 import { loadAppviewConfig } from "../appview/config.ts";
 import { dumpTables } from "../appview/db/_testing.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../appview/db/state.ts";
-import { captureLogger, FIXED_NOW, openTestContext } from "../appview/ingest/_stream_testing.ts";
-import { AccountHostDirectory } from "../appview/ingest/account_directory.ts";
-import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
+import { captureLogger, FIXED_NOW, openTestContext } from "../appview/_test_helpers.ts";
+import { AccountHostDirectory } from "../appview/ingest/sources/account_directory.ts";
+import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import { startAppview } from "../appview/server.ts";
 import { signUp, startTestServer, xrpcPost } from "../pds/_test_helpers.ts";
 import {

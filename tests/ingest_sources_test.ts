@@ -20,7 +20,7 @@ import {
   profileOp,
   repostOp,
   uriOf,
-} from "../appview/ingest/_fixtures.ts";
+} from "../appview/_fixtures.ts";
 import {
   captureLogger,
   FAST_BACKOFF,
@@ -29,10 +29,10 @@ import {
   openTestContext,
   startFakeRepoStream,
   type TestCommit,
-} from "../appview/ingest/_stream_testing.ts";
-import { createJetstreamConsumer } from "../appview/ingest/jetstream.ts";
-import { createLocalStreamConsumer } from "../appview/ingest/local_stream.ts";
-import type { StreamConsumer } from "../appview/ingest/stream_consumer.ts";
+} from "../appview/_test_helpers.ts";
+import { createJetstreamConsumer } from "../appview/ingest/sources/jetstream.ts";
+import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
+import type { StreamConsumer } from "../appview/ingest/sources/stream_consumer.ts";
 import { makeTempDir, startFakeJetstream, waitFor } from "./_util.ts";
 
 const ALICE = didOf("alice");

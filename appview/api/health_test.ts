@@ -8,7 +8,7 @@ import {
   writeConsumerStatus,
   writeCursor,
 } from "../db/state.ts";
-import { openTestContext } from "../ingest/_stream_testing.ts";
+import { openTestContext } from "../_test_helpers.ts";
 import { HEALTH_STALL_SECONDS } from "../config.ts";
 import { healthRoutes, STALE_STATUS_MS } from "./health.ts";
 

@@ -28,7 +28,10 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { OpsError } from "../../shared/ops.ts";
 import type { AppviewContext } from "../context.ts";
-import { type AccountDirectory, AccountHostDirectory } from "../ingest/account_directory.ts";
+import {
+  type AccountDirectory,
+  AccountHostDirectory,
+} from "../ingest/sources/account_directory.ts";
 import {
   applyPush,
   PUSH_ACCOUNT_NOT_HOSTED,
@@ -36,7 +39,7 @@ import {
   PUSH_HANDLE_MISMATCH,
   PUSH_INVALID_COMMIT,
   PushRefusedError,
-} from "../ingest/push.ts";
+} from "../ingest/sources/push.ts";
 import { AddressLogLimiter } from "./address_log_limiter.ts";
 import { declaredLength, readStreamLimited } from "../../shared/bytes.ts";
 import { ApiError, errorBody, invalidRequest } from "./errors.ts";

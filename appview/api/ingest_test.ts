@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { didOf, postOp, uriOf } from "../ingest/_fixtures.ts";
-import { captureLogger, makeCommit, openTestContext } from "../ingest/_stream_testing.ts";
+import { didOf, postOp, uriOf } from "../_fixtures.ts";
+import { captureLogger, makeCommit, openTestContext } from "../_test_helpers.ts";
 import { INGEST_COMMIT_PATH, ingestRoutes, MAX_PUSH_BODY_BYTES } from "./ingest.ts";
 
 const ALICE = didOf("alice");

@@ -4,15 +4,15 @@
 
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { cidOf, deleteOp, didOf, likeOp, postOp, uriOf } from "../ingest/_fixtures.ts";
+import { cidOf, deleteOp, didOf, likeOp, postOp, uriOf } from "../_fixtures.ts";
 import {
   captureLogger,
   makeCommit,
   openTestContext,
   revOf,
   TestAccountDirectory,
-} from "../ingest/_stream_testing.ts";
-import type { HostedAccount } from "../ingest/account_directory.ts";
+} from "../_test_helpers.ts";
+import type { HostedAccount } from "../ingest/sources/account_directory.ts";
 import { serveOnPort0 } from "../../tests/_util.ts";
 import { AddressLogLimiter } from "./address_log_limiter.ts";
 import { INGEST_COMMIT_PATH, ingestRoutes, LOG_SECRET_REFUSED } from "./ingest.ts";

@@ -7,7 +7,7 @@
  */
 
 import { Hono } from "hono";
-import { placeholderHandle } from "../ingest/handles.ts";
+import { placeholderHandle } from "../db/handles.ts";
 import { emptyProfile } from "../views/profile.ts";
 import type { Views } from "../views/views.ts";
 import { invalidRequest } from "./errors.ts";

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
-import { didOf, followOp, handleOp, postOp, uriOf } from "../ingest/_fixtures.ts";
+import { didOf, followOp, handleOp, postOp, uriOf } from "../_fixtures.ts";
 import { openQueryHarness, type QueryHarness } from "./_query_testing.ts";
 
 const VIEWER = didOf("viewer");

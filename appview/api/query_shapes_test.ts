@@ -15,8 +15,8 @@ import {
   profileOp,
   repostOp,
   uriOf,
-} from "../ingest/_fixtures.ts";
-import { placeholderHandle } from "../ingest/handles.ts";
+} from "../_fixtures.ts";
+import { placeholderHandle } from "../db/handles.ts";
 import { assertPostShape, openQueryHarness, type QueryHarness } from "./_query_testing.ts";
 
 const ALICE = didOf("alice");

@@ -13,7 +13,7 @@
 
 import { type Context, Hono } from "hono";
 import type { ViewerState } from "../../shared/client_types.ts";
-import { postKeyOf } from "../ingest/actors.ts";
+import { postKeyOf } from "../db/post_key.ts";
 import type { Views } from "../views/views.ts";
 import { invalidRequest } from "./errors.ts";
 import { checkDid, checkRecordUri, didParam, echo } from "./params.ts";

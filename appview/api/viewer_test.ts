@@ -11,7 +11,7 @@ import {
   COLLECTION_REPOST,
 } from "../../shared/nsid.ts";
 import { LoginRequiredError, MemorySessionStore, SocialClient } from "../../shared/client.ts";
-import { deleteOp, didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../ingest/_fixtures.ts";
+import { deleteOp, didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../_fixtures.ts";
 import { openQueryHarness, type QueryHarness } from "./_query_testing.ts";
 import { MAX_VIEWER_ENTRIES } from "./viewer.ts";
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { makeTempDir } from "../../tests/_util.ts";
 import { createAppviewApp } from "../app.ts";
 import { loadAppviewConfig } from "../config.ts";
-import { captureLogger, FIXED_NOW, openTestContext } from "../ingest/_stream_testing.ts";
+import { captureLogger, FIXED_NOW, openTestContext } from "../_test_helpers.ts";
 import { startAppview } from "../server.ts";
 import type { WebFiles } from "../web/web_files.ts";
 import { contentSecurityPolicy, type WebRoutesOptions } from "./web.ts";

@@ -48,17 +48,16 @@ import { validateRecord } from "../../shared/records.ts";
 import { isValidDid, isValidHandle, isValidRecordKey } from "../../shared/syntax.ts";
 import { type Logger, silentLogger } from "../../shared/log.ts";
 import { prepareCursorWrite } from "../db/state.ts";
-import { ActorIds } from "./actors.ts";
-import { FollowIndexer } from "./index_graph.ts";
-import { InteractionIndexer, LIKE_KIND, REPOST_KIND } from "./index_interactions.ts";
-import { PostIndexer } from "./index_posts.ts";
-import { HandleIndexer, ProfileCounters, ProfileIndexer } from "./index_profiles.ts";
-import { Notifier } from "./notify.ts";
-import { SearchIndexWrites } from "./search_writes.ts";
+import { ActorIds } from "./indexers/actors.ts";
+import { FollowIndexer } from "./indexers/index_graph.ts";
+import { InteractionIndexer, LIKE_KIND, REPOST_KIND } from "./indexers/index_interactions.ts";
+import { PostIndexer } from "./indexers/index_posts.ts";
+import { HandleIndexer, ProfileCounters, ProfileIndexer } from "./indexers/index_profiles.ts";
+import { Notifier } from "./indexers/notify.ts";
+import { SearchIndexWrites } from "./indexers/search_writes.ts";
 import { type SkipReason, SkipTally } from "./skips.ts";
 import type { CollectionIndexer } from "./types.ts";
 
-export { isPlaceholderHandle, placeholderHandle } from "./handles.ts";
 export type { SkipReason } from "./skips.ts";
 
 /**

@@ -17,8 +17,8 @@ import {
   repostOp,
   type TestIndex,
   uriOf,
-} from "./_fixtures.ts";
-import { revOf } from "./_stream_testing.ts";
+} from "../_fixtures.ts";
+import { revOf } from "../_test_helpers.ts";
 import { type CommitRef, IndexWriter, type RevGate } from "./apply_ops.ts";
 
 const ALICE = didOf("alice");

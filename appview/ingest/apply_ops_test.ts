@@ -23,7 +23,7 @@ import {
   profileOp,
   repostOp,
   uriOf,
-} from "./_fixtures.ts";
+} from "../_fixtures.ts";
 
 const USERS = ["alice", "bob", "carol", "dave"].map(didOf);
 const [ALICE, BOB, CAROL, DAVE] = USERS;

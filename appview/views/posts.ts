@@ -8,7 +8,7 @@
 
 import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { postKeyOf } from "../ingest/actors.ts";
+import { postKeyOf } from "../db/post_key.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
 
 /** Reads post rows by id or URI with statements prepared once. */

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { placeholderHandle } from "../ingest/handles.ts";
+import { placeholderHandle } from "../db/handles.ts";
 
 import type {
   ActorProfile as WireActorProfile,

@@ -13,7 +13,7 @@
 
 import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { isPlaceholderHandle } from "../ingest/handles.ts";
+import { isPlaceholderHandle } from "../db/handles.ts";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import { POST_COLUMNS, type PostRow, presentHandle, presentPost, type Profile } from "./present.ts";
 

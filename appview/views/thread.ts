@@ -7,7 +7,7 @@
 import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
-import { postKeyOf } from "../ingest/actors.ts";
+import { postKeyOf } from "../db/post_key.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
 
 const ACTOR_1 = actorIdSql("?1");

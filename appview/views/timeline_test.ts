@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import type { IndexOp } from "../../shared/ops.ts";
 import { openIndexDb } from "../db/open.ts";
-import { didOf, followOp, postOp } from "../ingest/_fixtures.ts";
+import { didOf, followOp, postOp } from "../_fixtures.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";
 import type { TextKey } from "./cursor.ts";
 import { PostHydrator } from "./posts.ts";

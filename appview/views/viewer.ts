@@ -13,7 +13,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { ViewerState } from "../../shared/client_types.ts";
 import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_REPOST } from "../../shared/nsid.ts";
 import { actorIdSql } from "../db/schema.ts";
-import { postKeyOf } from "../ingest/actors.ts";
+import { postKeyOf } from "../db/post_key.ts";
 
 /** What to look up for a viewer: post URIs and actor DIDs. */
 export interface ViewerQuery {

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { makeTempDir } from "../../tests/_util.ts";
-import { captureLogger } from "../ingest/_stream_testing.ts";
+import { captureLogger } from "../_test_helpers.ts";
 import { loadWebFiles, scriptJson } from "./web_files.ts";
 
 const PAGE = `<!doctype html><link rel="stylesheet" href="/assets/app-abc.css">

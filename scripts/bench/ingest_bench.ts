@@ -12,7 +12,7 @@ import { WalCheckpointer } from "../../runtime/wal_checkpointer.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
-import { MAX_BATCH_OPS } from "../../appview/ingest/stream_consumer.ts";
+import { MAX_BATCH_OPS } from "../../appview/ingest/sources/stream_consumer.ts";
 import {
   cidOf,
   deleteOp,
@@ -24,7 +24,7 @@ import {
   profileOp,
   repostOp,
   uriOf,
-} from "../../appview/ingest/_fixtures.ts";
+} from "../../appview/_fixtures.ts";
 import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import process from "node:process";

@@ -30,8 +30,8 @@ import {
   type JetstreamStandIn,
   startJetstreamStandIn,
   toJetstreamEvent,
-} from "../../appview/ingest/_jetstream_stand_in.ts";
-import { revOf } from "../../appview/ingest/_stream_testing.ts";
+} from "../../appview/ingest/sources/_jetstream_stand_in.ts";
+import { revOf } from "../../appview/_test_helpers.ts";
 import { COLLECTION_LIKE, COLLECTION_POST, COLLECTION_REPOST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import { freePort } from "../../tests/_system.ts";

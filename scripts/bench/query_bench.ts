@@ -40,7 +40,7 @@ import { loadAppviewConfig } from "../../appview/config.ts";
 import type { AppviewContext } from "../../appview/context.ts";
 import { schemaVersion } from "../../appview/db/migrations.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
-import { cidOf } from "../../appview/ingest/_fixtures.ts";
+import { cidOf } from "../../appview/_fixtures.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { createViews } from "../../appview/views/views.ts";
 import { encodeCursor } from "../../appview/views/cursor.ts";

@@ -27,9 +27,9 @@
  * @module
  */
 
-import type { LogFields, Logger, LogLevel } from "../../shared/log.ts";
-import type { AppviewConfig } from "../config.ts";
-import { CONSUMER_PUBLIC, writeConsumerStatus } from "../db/state.ts";
+import type { LogFields, Logger, LogLevel } from "../../../shared/log.ts";
+import type { AppviewConfig } from "../../config.ts";
+import { CONSUMER_PUBLIC, writeConsumerStatus } from "../../db/state.ts";
 import type { DatabaseSync } from "node:sqlite";
 import type { JetstreamOptions } from "./jetstream.ts";
 import type { StreamConsumerStatus } from "./stream_consumer.ts";

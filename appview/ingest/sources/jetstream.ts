@@ -22,12 +22,12 @@
  * @module
  */
 
-import type { LogFields } from "../../shared/log.ts";
-import { SOCIAL_COLLECTION_GLOB } from "../../shared/nsid.ts";
-import { type IndexOp, opsFromJetstream } from "../../shared/ops.ts";
-import { isValidTid } from "../../shared/tid.ts";
-import type { AppviewContext } from "../context.ts";
-import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../db/state.ts";
+import type { LogFields } from "../../../shared/log.ts";
+import { SOCIAL_COLLECTION_GLOB } from "../../../shared/nsid.ts";
+import { type IndexOp, opsFromJetstream } from "../../../shared/ops.ts";
+import { isValidTid } from "../../../shared/tid.ts";
+import type { AppviewContext } from "../../context.ts";
+import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../../db/state.ts";
 import {
   type ConnectReason,
   type DecodedMessage,

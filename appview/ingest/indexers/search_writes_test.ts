@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
-import type { IndexOp } from "../../shared/ops.ts";
+import { COLLECTION_POST } from "../../../shared/nsid.ts";
+import type { IndexOp } from "../../../shared/ops.ts";
 import {
   deleteOp,
   didOf,
@@ -11,7 +11,7 @@ import {
   profileOp,
   type TestIndex,
   uriOf,
-} from "./_fixtures.ts";
+} from "../../_fixtures.ts";
 
 // Full-text writes are queued and written before COMMIT (search_writes.ts); these tests check
 // what a search sees afterwards (spec 4.2 search) and that the queue is written in one go.

@@ -26,11 +26,11 @@
  * @module
  */
 
-import { type Logger, redactUrl } from "../../shared/log.ts";
-import type { IndexOp } from "../../shared/ops.ts";
-import type { AppviewContext } from "../context.ts";
-import { type ConsumerState, readCursor, writeConsumerStatus } from "../db/state.ts";
-import type { CommitRef, CommitSpan } from "./apply_ops.ts";
+import { type Logger, redactUrl } from "../../../shared/log.ts";
+import type { IndexOp } from "../../../shared/ops.ts";
+import type { AppviewContext } from "../../context.ts";
+import { type ConsumerState, readCursor, writeConsumerStatus } from "../../db/state.ts";
+import type { CommitRef, CommitSpan } from "../apply_ops.ts";
 import { OffThreadParser } from "./parse_worker.ts";
 
 /** Reconnect delays: the n-th attempt waits about `initialMs * 2^n`, capped at `maxMs`. */

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { makeTempDir, startFakeJetstream, waitFor } from "../../tests/_util.ts";
-import { loadAppviewConfig } from "../config.ts";
+import { makeTempDir, startFakeJetstream, waitFor } from "../../../tests/_util.ts";
+import { loadAppviewConfig } from "../../config.ts";
 import type { JetstreamOptions } from "./jetstream.ts";
-import { CONSUMER_PUBLIC, readConsumerStatus } from "../db/state.ts";
-import { startAppview } from "../server.ts";
-import { didOf, postOp } from "./_fixtures.ts";
-import { captureLogger, FAST_BACKOFF, makeCommit } from "./_stream_testing.ts";
+import { CONSUMER_PUBLIC, readConsumerStatus } from "../../db/state.ts";
+import { startAppview } from "../../server.ts";
+import { didOf, postOp } from "../../_fixtures.ts";
+import { captureLogger, FAST_BACKOFF, makeCommit } from "../../_test_helpers.ts";
 import { ThreadedPublicConsumer } from "./public_consumer_thread.ts";
 
 const BOB = didOf("bob");

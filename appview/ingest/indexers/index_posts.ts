@@ -15,13 +15,13 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
+import { COLLECTION_POST } from "../../../shared/nsid.ts";
 import type { ActorIds } from "./actors.ts";
-import { placeholderHandle } from "./handles.ts";
+import { placeholderHandle } from "../../db/handles.ts";
 import type { ProfileCounters } from "./index_profiles.ts";
 import { didOfUri, type Notifier } from "./notify.ts";
 import type { SearchIndexWrites } from "./search_writes.ts";
-import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "./types.ts";
+import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "../types.ts";
 
 // VALUES with scalar subqueries: measured ~40% cheaper than INSERT ... SELECT ... RETURNING.
 // ?1 author id, ?2 rkey, ?3 uri, ?4 DID, ?5 placeholder handle.

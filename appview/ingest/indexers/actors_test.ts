@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { openIndexDb } from "../db/open.ts";
-import { ActorIds, postKeyOf } from "./actors.ts";
-import { didOf } from "./_fixtures.ts";
+import { openIndexDb } from "../../db/open.ts";
+import { ActorIds } from "./actors.ts";
+import { didOf } from "../../_fixtures.ts";
 
 const [A, B, C] = ["alice", "bob", "carol"].map(didOf);
 
@@ -56,13 +56,4 @@ Deno.test("actor ids assigned after a savepoint that rolls back are forgotten, e
   } finally {
     db.close();
   }
-});
-
-Deno.test("postKeyOf names posts with a DID authority and nothing else", () => {
-  assert.deepEqual(postKeyOf(`at://${A}/app.social.feed.post/3kabc`), { did: A, rkey: "3kabc" });
-  assert.equal(postKeyOf(`at://${A}/app.social.feed.repost/3kabc`), null);
-  assert.equal(postKeyOf("at://alice.test/app.social.feed.post/3kabc"), null);
-  assert.equal(postKeyOf(`at://${A}/app.social.feed.post/`), null);
-  assert.equal(postKeyOf(`at://${A}/app.social.feed.post/a/b`), null);
-  assert.equal(postKeyOf(`at://${A}`), null);
 });

@@ -18,7 +18,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { ActorIds } from "./actors.ts";
 import type { ProfileCounters } from "./index_profiles.ts";
 import type { Notifier } from "./notify.ts";
-import type { CollectionIndexer, PutInput, RemoveInput } from "./types.ts";
+import type { CollectionIndexer, PutInput, RemoveInput } from "../types.ts";
 
 /** The follow indexer; statements are prepared once. */
 export class FollowIndexer implements CollectionIndexer {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
+import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_POST } from "../../../shared/nsid.ts";
 import {
   deleteOp,
   didOf,
@@ -12,7 +12,7 @@ import {
   repostOp,
   type TestIndex,
   uriOf,
-} from "./_fixtures.ts";
+} from "../../_fixtures.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

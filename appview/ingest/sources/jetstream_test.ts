@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
-import { COLLECTION_FOLLOW, COLLECTION_POST } from "../../shared/nsid.ts";
-import type { IndexOp } from "../../shared/ops.ts";
-import { startFakeJetstream, waitFor } from "../../tests/_util.ts";
+import { COLLECTION_FOLLOW, COLLECTION_POST } from "../../../shared/nsid.ts";
+import type { IndexOp } from "../../../shared/ops.ts";
+import { startFakeJetstream, waitFor } from "../../../tests/_util.ts";
 import {
   CONSUMER_PUBLIC,
   CURSOR_LOCAL_SEQ,
   CURSOR_PUBLIC_TIME_US,
   readConsumerStatus,
   readCursor,
-} from "../db/state.ts";
-import { didOf, followOp, handleOp, likeOp, postOp, uriOf } from "./_fixtures.ts";
+} from "../../db/state.ts";
+import { didOf, followOp, handleOp, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
   type StandInEvent,
   startJetstreamStandIn,
@@ -21,9 +21,9 @@ import {
   makeCommit,
   openTestContext,
   revOf,
-} from "./_stream_testing.ts";
+} from "../../_test_helpers.ts";
 import { createJetstreamConsumer, JETSTREAM_REWIND_US, JetstreamProtocol } from "./jetstream.ts";
-import type { IndexWriter } from "./apply_ops.ts";
+import type { IndexWriter } from "../apply_ops.ts";
 import type { StreamConsumer } from "./stream_consumer.ts";
 
 const ALICE = didOf("alice");

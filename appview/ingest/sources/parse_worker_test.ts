@@ -4,10 +4,10 @@
 // decodes inline.
 
 import assert from "node:assert/strict";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { makeTempDir, waitFor } from "../../tests/_util.ts";
-import { dumpTables } from "../db/_testing.ts";
-import { didOf, likeOp, postOp, uriOf } from "./_fixtures.ts";
+import { COLLECTION_POST } from "../../../shared/nsid.ts";
+import { makeTempDir, waitFor } from "../../../tests/_util.ts";
+import { dumpTables } from "../../db/_testing.ts";
+import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
   captureLogger,
   FAST_BACKOFF,
@@ -15,7 +15,7 @@ import {
   makeCommit,
   openTestContext,
   startFakeRepoStream,
-} from "./_stream_testing.ts";
+} from "../../_test_helpers.ts";
 import { LocalStreamProtocol, MAX_LOCAL_FRAME_BYTES, parseLocalFrame } from "./local_stream.ts";
 import { encodeParsed, OffThreadParser } from "./parse_worker.ts";
 import { StreamConsumer, type StreamProtocol } from "./stream_consumer.ts";

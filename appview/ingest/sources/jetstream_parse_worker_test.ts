@@ -3,11 +3,11 @@
 // decoding on the consumer's own thread, malformed ones included.
 
 import assert from "node:assert/strict";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { startFakeJetstream, waitFor } from "../../tests/_util.ts";
-import { dumpTables } from "../db/_testing.ts";
-import { didOf, likeOp, postOp, uriOf } from "./_fixtures.ts";
-import { captureLogger, FAST_BACKOFF, makeCommit, openTestContext } from "./_stream_testing.ts";
+import { COLLECTION_POST } from "../../../shared/nsid.ts";
+import { startFakeJetstream, waitFor } from "../../../tests/_util.ts";
+import { dumpTables } from "../../db/_testing.ts";
+import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
+import { captureLogger, FAST_BACKOFF, makeCommit, openTestContext } from "../../_test_helpers.ts";
 import {
   acceptJetstreamEvent,
   type JetstreamParsed,

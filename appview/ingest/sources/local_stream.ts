@@ -22,12 +22,17 @@
  * @module
  */
 
-import { decodeFrame, FRAME_OP_ERROR } from "../../shared/frame.ts";
-import { type IndexOp, OpsError, opsFromCommitEvent, opsFromJetstream } from "../../shared/ops.ts";
-import { validateRecord } from "../../shared/records.ts";
-import { isValidTid } from "../../shared/tid.ts";
-import type { AppviewContext } from "../context.ts";
-import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../db/state.ts";
+import { decodeFrame, FRAME_OP_ERROR } from "../../../shared/frame.ts";
+import {
+  type IndexOp,
+  OpsError,
+  opsFromCommitEvent,
+  opsFromJetstream,
+} from "../../../shared/ops.ts";
+import { validateRecord } from "../../../shared/records.ts";
+import { isValidTid } from "../../../shared/tid.ts";
+import type { AppviewContext } from "../../context.ts";
+import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../../db/state.ts";
 import {
   type DecodedMessage,
   StreamConsumer,

@@ -12,27 +12,27 @@
  * @module
  */
 
-import { writeCar } from "../../shared/car.ts";
-import { type CID, encodeBlock, formatCid } from "../../shared/cid.ts";
-import { encodeFrame } from "../../shared/frame.ts";
-import { deriveP256KeyPair, type P256KeyPair, signCompact } from "../../shared/keys.ts";
-import { encodeCbor } from "../../shared/cbor.ts";
-import { fromLexJson, toLexJson } from "../../shared/lex_json.ts";
-import { encodeMultikey } from "../../shared/multikey.ts";
-import { createLogger, type Logger } from "../../shared/log.ts";
-import type { RecordOp } from "../../shared/ops.ts";
-import { encodeTid } from "../../shared/tid.ts";
-import { loadAppviewConfig } from "../config.ts";
-import type { AppviewContext } from "../context.ts";
-import { openIndexDb } from "../db/open.ts";
-import { IndexWriter } from "./apply_ops.ts";
+import { writeCar } from "../shared/car.ts";
+import { type CID, encodeBlock, formatCid } from "../shared/cid.ts";
+import { encodeFrame } from "../shared/frame.ts";
+import { deriveP256KeyPair, type P256KeyPair, signCompact } from "../shared/keys.ts";
+import { encodeCbor } from "../shared/cbor.ts";
+import { fromLexJson, toLexJson } from "../shared/lex_json.ts";
+import { encodeMultikey } from "../shared/multikey.ts";
+import { createLogger, type Logger } from "../shared/log.ts";
+import type { RecordOp } from "../shared/ops.ts";
+import { encodeTid } from "../shared/tid.ts";
+import { loadAppviewConfig } from "./config.ts";
+import type { AppviewContext } from "./context.ts";
+import { openIndexDb } from "./db/open.ts";
+import { IndexWriter } from "./ingest/apply_ops.ts";
 import {
   type AccountDirectory,
   accountFromDocument,
   type HostedAccount,
   RESOLVE_DID_PATH,
-} from "./account_directory.ts";
-import { serveOnPort0, type TestServer, waitFor } from "../../tests/_util.ts";
+} from "./ingest/sources/account_directory.ts";
+import { serveOnPort0, type TestServer, waitFor } from "../tests/_util.ts";
 
 /** Consumer options for tests: reconnect within milliseconds. */
 export const FAST_BACKOFF = { backoff: { initialMs: 5, maxMs: 20 } };

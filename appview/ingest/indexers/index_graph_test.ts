@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { COLLECTION_FOLLOW } from "../../shared/nsid.ts";
-import { deleteOp, didOf, followOp, openTestIndex, type TestIndex } from "./_fixtures.ts";
+import { COLLECTION_FOLLOW } from "../../../shared/nsid.ts";
+import { deleteOp, didOf, followOp, openTestIndex, type TestIndex } from "../../_fixtures.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

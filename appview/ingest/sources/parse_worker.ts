@@ -19,7 +19,7 @@
  * @module
  */
 
-import type { Logger } from "../../shared/log.ts";
+import type { Logger } from "../../../shared/log.ts";
 import type { StreamParser } from "./stream_consumer.ts";
 
 /** Most messages in one batch to the worker. */

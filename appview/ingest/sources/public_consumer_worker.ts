@@ -12,10 +12,10 @@
 
 /// <reference lib="deno.worker" />
 
-import type { LogFields, Logger, LogLevel } from "../../shared/log.ts";
-import type { AppviewContext } from "../context.ts";
-import { openIndexDb } from "../db/open.ts";
-import { IndexWriter } from "./apply_ops.ts";
+import type { LogFields, Logger, LogLevel } from "../../../shared/log.ts";
+import type { AppviewContext } from "../../context.ts";
+import { openIndexDb } from "../../db/open.ts";
+import { IndexWriter } from "../apply_ops.ts";
 import { createJetstreamConsumer } from "./jetstream.ts";
 import type {
   PublicThreadMessage,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { serveOnPort0 } from "../../tests/_util.ts";
-import { didOf } from "./_fixtures.ts";
-import { testDidDocument } from "./_stream_testing.ts";
+import { serveOnPort0 } from "../../../tests/_util.ts";
+import { didOf } from "../../_fixtures.ts";
+import { testDidDocument } from "../../_test_helpers.ts";
 import {
   ACCOUNT_TTL_MS,
   AccountHostDirectory,

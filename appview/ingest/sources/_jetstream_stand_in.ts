@@ -10,8 +10,8 @@
  * @module
  */
 
-import type { IndexOp } from "../../shared/ops.ts";
-import { serveOnPort0, type TestServer, waitFor } from "../../tests/_util.ts";
+import type { IndexOp } from "../../../shared/ops.ts";
+import { serveOnPort0, type TestServer, waitFor } from "../../../tests/_util.ts";
 
 /** Bytes queued on a socket above which the stand-in waits before sending more. */
 const HIGH_WATER_BYTES = 1024 * 1024;

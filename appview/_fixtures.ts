@@ -5,8 +5,8 @@
  * @module
  */
 
-import { encodeCbor } from "../../shared/cbor.ts";
-import { cidForCbor, formatCid } from "../../shared/cid.ts";
+import { encodeCbor } from "../shared/cbor.ts";
+import { cidForCbor, formatCid } from "../shared/cid.ts";
 import {
   BLOB_TYPE,
   COLLECTION_FOLLOW,
@@ -15,11 +15,11 @@ import {
   COLLECTION_PROFILE,
   COLLECTION_REPOST,
   PROFILE_RKEY,
-} from "../../shared/nsid.ts";
-import type { HandleOp, IndexOp, RecordOp } from "../../shared/ops.ts";
+} from "../shared/nsid.ts";
+import type { HandleOp, IndexOp, RecordOp } from "../shared/ops.ts";
 import type { DatabaseSync, SQLInputValue } from "node:sqlite";
-import { openIndexDb } from "../db/open.ts";
-import { type ApplyResult, IndexWriter } from "./apply_ops.ts";
+import { openIndexDb } from "./db/open.ts";
+import { type ApplyResult, IndexWriter } from "./ingest/apply_ops.ts";
 
 /** A deterministic CID string derived from `seed`. */
 export function cidOf(seed: string): string {

@@ -1,19 +1,19 @@
 import assert from "node:assert/strict";
-import { writeCar } from "../../shared/car.ts";
-import { encodeCbor } from "../../shared/cbor.ts";
-import { encodeBlock } from "../../shared/cid.ts";
-import { encodeFrame } from "../../shared/frame.ts";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { waitFor } from "../../tests/_util.ts";
+import { writeCar } from "../../../shared/car.ts";
+import { encodeCbor } from "../../../shared/cbor.ts";
+import { encodeBlock } from "../../../shared/cid.ts";
+import { encodeFrame } from "../../../shared/frame.ts";
+import { COLLECTION_POST } from "../../../shared/nsid.ts";
+import { waitFor } from "../../../tests/_util.ts";
 import {
   CONSUMER_LOCAL,
   CURSOR_LOCAL_SEQ,
   CURSOR_PUBLIC_TIME_US,
   readConsumerStatus,
   readCursor,
-} from "../db/state.ts";
-import type { IndexOp } from "../../shared/ops.ts";
-import { didOf, likeOp, openTestIndex, postOp, uriOf } from "./_fixtures.ts";
+} from "../../db/state.ts";
+import type { IndexOp } from "../../../shared/ops.ts";
+import { didOf, likeOp, openTestIndex, postOp, uriOf } from "../../_fixtures.ts";
 import {
   captureLogger,
   errorFrame,
@@ -22,7 +22,7 @@ import {
   makeCommit,
   openTestContext,
   startFakeRepoStream,
-} from "./_stream_testing.ts";
+} from "../../_test_helpers.ts";
 import { createLocalStreamConsumer, LocalStreamProtocol } from "./local_stream.ts";
 import { backoffDelay } from "./stream_consumer.ts";
 

@@ -11,11 +11,11 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import type { HandleOp } from "../../shared/ops.ts";
-import { PROFILE_RKEY } from "../../shared/nsid.ts";
-import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
-import { placeholderHandle } from "./handles.ts";
-import type { CollectionIndexer, PutInput, RemoveInput } from "./types.ts";
+import type { HandleOp } from "../../../shared/ops.ts";
+import { PROFILE_RKEY } from "../../../shared/nsid.ts";
+import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../../db/schema.ts";
+import { placeholderHandle } from "../../db/handles.ts";
+import type { CollectionIndexer, PutInput, RemoveInput } from "../types.ts";
 
 /** A counter column of `profiles`. */
 export type ProfileCounter = "post_count" | "follower_count" | "following_count";

@@ -38,25 +38,25 @@
  * @module
  */
 
-import { CarError, readCar } from "../../shared/car.ts";
-import { asCid, type CID, formatCid } from "../../shared/cid.ts";
-import { fromLexJson } from "../../shared/lex_json.ts";
-import { lookupMstKey, MstProofError } from "../../shared/mst_lookup.ts";
-import { type IndexOp, OpsError, opsFromCommitEvent, opsFromPush } from "../../shared/ops.ts";
+import { CarError, readCar } from "../../../shared/car.ts";
+import { asCid, type CID, formatCid } from "../../../shared/cid.ts";
+import { fromLexJson } from "../../../shared/lex_json.ts";
+import { lookupMstKey, MstProofError } from "../../../shared/mst_lookup.ts";
+import { type IndexOp, OpsError, opsFromCommitEvent, opsFromPush } from "../../../shared/ops.ts";
 import {
   CommitError,
   parseSignedCommit,
   type SignedCommit,
   verifyCommitSignature,
-} from "../../shared/signed_commit.ts";
-import { isValidTid } from "../../shared/tid.ts";
-import type { AppviewContext } from "../context.ts";
+} from "../../../shared/signed_commit.ts";
+import { isValidTid } from "../../../shared/tid.ts";
+import type { AppviewContext } from "../../context.ts";
 import {
   type AccountDirectory,
   AccountLookupError,
   type HostedAccount,
 } from "./account_directory.ts";
-import type { ApplyResult } from "./apply_ops.ts";
+import type { ApplyResult } from "../apply_ops.ts";
 
 /** Largest CAR a push may carry (the frame's limit). */
 const MAX_PUSH_CAR_BYTES = 5 * 1024 * 1024;

@@ -16,9 +16,10 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { type ActorIds, postKeyOf } from "./actors.ts";
+import type { ActorIds } from "./actors.ts";
+import { postKeyOf } from "../../db/post_key.ts";
 import type { NotificationKind, Notifier } from "./notify.ts";
-import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "./types.ts";
+import { type CollectionIndexer, type PutInput, type RemoveInput, strongRef } from "../types.ts";
 
 /** Which of the two interaction tables an indexer writes. */
 export interface InteractionKind {

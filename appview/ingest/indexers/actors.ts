@@ -12,7 +12,6 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { COLLECTION_POST } from "../../shared/nsid.ts";
 
 /** Cached DIDs before the cache is emptied (about 100 bytes each). */
 export const ACTOR_CACHE_MAX = 200_000;
@@ -79,25 +78,4 @@ export class ActorIds {
     if (this.#committed.size >= ACTOR_CACHE_MAX) this.#committed = new Map();
     this.#committed.set(did, id);
   }
-}
-
-/** A post named by its author's DID and its record key. */
-export interface PostKey {
-  readonly did: string;
-  readonly rkey: string;
-}
-
-const POST_URI_INFIX = `/${COLLECTION_POST}/`;
-
-/**
- * The (DID, rkey) of a post URI `at://<did>/app.social.feed.post/<rkey>`; null for any other URI
- * (another collection, a handle authority), which names no post the index can hold.
- */
-export function postKeyOf(uri: string): PostKey | null {
-  if (!uri.startsWith("at://did:")) return null;
-  const end = uri.indexOf("/", 5);
-  if (end === -1 || !uri.startsWith(POST_URI_INFIX, end)) return null;
-  const rkey = uri.slice(end + POST_URI_INFIX.length);
-  if (rkey === "" || rkey.includes("/")) return null;
-  return { did: uri.slice(5, end), rkey };
 }

@@ -5,8 +5,8 @@ import {
   COLLECTION_PROFILE,
   COLLECTION_REPOST,
   PROFILE_RKEY,
-} from "../../shared/nsid.ts";
-import { isPlaceholderHandle, placeholderHandle } from "./apply_ops.ts";
+} from "../../../shared/nsid.ts";
+import { isPlaceholderHandle, placeholderHandle } from "../../db/handles.ts";
 import {
   cidOf,
   deleteOp,
@@ -19,7 +19,7 @@ import {
   repostOp,
   type TestIndex,
   uriOf,
-} from "./_fixtures.ts";
+} from "../../_fixtures.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

@@ -6,9 +6,14 @@
  */
 
 import assert from "node:assert/strict";
-import { waitFor } from "../../tests/_util.ts";
-import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, readConsumerStatus, readCursor } from "../db/state.ts";
-import { didOf, postOp } from "./_fixtures.ts";
+import { waitFor } from "../../../tests/_util.ts";
+import {
+  CONSUMER_LOCAL,
+  CURSOR_LOCAL_SEQ,
+  readConsumerStatus,
+  readCursor,
+} from "../../db/state.ts";
+import { didOf, postOp } from "../../_fixtures.ts";
 import {
   captureLogger,
   errorFrame,
@@ -16,9 +21,9 @@ import {
   makeCommit,
   openTestContext,
   startFakeRepoStream,
-} from "./_stream_testing.ts";
+} from "../../_test_helpers.ts";
 import { createLocalStreamConsumer } from "./local_stream.ts";
-import type { IndexWriter } from "./apply_ops.ts";
+import type { IndexWriter } from "../apply_ops.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

@@ -19,11 +19,11 @@
  * @module
  */
 
-import { importVerifyKey } from "../../shared/jwt.ts";
-import { parseMultikey } from "../../shared/multikey.ts";
-import { isValidDid } from "../../shared/syntax.ts";
-import { handleFromDocument } from "../workers/did_resolver.ts";
-import { SafeFetchError, safeFetchJson } from "../workers/safe_fetch.ts";
+import { importVerifyKey } from "../../../shared/jwt.ts";
+import { parseMultikey } from "../../../shared/multikey.ts";
+import { isValidDid } from "../../../shared/syntax.ts";
+import { handleFromDocument } from "../../workers/did_resolver.ts";
+import { SafeFetchError, safeFetchJson } from "../../workers/safe_fetch.ts";
 
 /** XRPC path of `com.atproto.identity.resolveDid` on the account host. */
 export const RESOLVE_DID_PATH = "/xrpc/com.atproto.identity.resolveDid";
