@@ -8,7 +8,7 @@ import {
   serviceDidFromUrl,
   STREAM_IDLE_TIMEOUT_SECONDS,
 } from "./config.ts";
-import { IDLE_TIMEOUT_MS } from "./ingest/sources/stream_consumer.ts";
+import { IDLE_TIMEOUT_MS } from "./ingest/sources/stream_socket.ts";
 
 Deno.test("loadAppviewConfig applies the documented defaults", () => {
   const c = loadAppviewConfig({});

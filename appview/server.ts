@@ -23,12 +23,8 @@ import {
   createLocalStreamConsumer,
   type LocalStreamOptions,
 } from "./ingest/sources/local_stream.ts";
-import {
-  type StreamConsumer,
-  type StreamConsumerOptions,
-  type StreamConsumerStatus,
-  writeDisabledStatus,
-} from "./ingest/sources/stream_consumer.ts";
+import type { StreamConsumer, StreamConsumerOptions } from "./ingest/sources/stream_consumer.ts";
+import { type StreamConsumerStatus, writeDisabledStatus } from "./ingest/sources/stream_status.ts";
 import { warnRelaxedSettings } from "./startup_warnings.ts";
 import { loadWebFiles } from "./web/web_files.ts";
 import { createHandleSync, type HandleSync } from "./workers/handle_sync.ts";

@@ -12,7 +12,7 @@ import { WalCheckpointer } from "../../runtime/wal_checkpointer.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
-import { MAX_BATCH_OPS } from "../../appview/ingest/sources/stream_consumer.ts";
+import { MAX_BATCH_OPS } from "../../appview/ingest/sources/stream_queue.ts";
 import {
   cidOf,
   deleteOp,

@@ -28,16 +28,15 @@ import { type IndexOp, opsFromJetstream } from "../../../shared/ops.ts";
 import { isValidTid } from "../../../shared/tid.ts";
 import type { AppviewContext } from "../../context.ts";
 import { CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US } from "../../db/state.ts";
+import { StreamConsumer, type StreamConsumerOptions } from "./stream_consumer.ts";
 import {
   type ConnectReason,
   type DecodedMessage,
   messageOf,
-  StreamConsumer,
-  type StreamConsumerOptions,
   type StreamControl,
   type StreamParser,
   type StreamProtocol,
-} from "./stream_consumer.ts";
+} from "./stream_protocol.ts";
 
 /**
  * How far the cursor is rewound on start and after a lost connection (not when resuming after a

@@ -33,14 +33,13 @@ import { validateRecord } from "../../../shared/records.ts";
 import { isValidTid } from "../../../shared/tid.ts";
 import type { AppviewContext } from "../../context.ts";
 import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../../db/state.ts";
-import {
-  type DecodedMessage,
-  StreamConsumer,
-  type StreamConsumerOptions,
-  type StreamControl,
-  type StreamParser,
-  type StreamProtocol,
-} from "./stream_consumer.ts";
+import { StreamConsumer, type StreamConsumerOptions } from "./stream_consumer.ts";
+import type {
+  DecodedMessage,
+  StreamControl,
+  StreamParser,
+  StreamProtocol,
+} from "./stream_protocol.ts";
 
 /** Largest frame accepted: 5 MiB (atproto frame limit). */
 export const MAX_LOCAL_FRAME_BYTES = 5 * 1024 * 1024;

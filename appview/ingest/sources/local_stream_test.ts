@@ -24,7 +24,7 @@ import {
   startFakeRepoStream,
 } from "../../_test_helpers.ts";
 import { createLocalStreamConsumer, LocalStreamProtocol } from "./local_stream.ts";
-import { backoffDelay } from "./stream_consumer.ts";
+import { backoffDelay } from "./stream_socket.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

@@ -20,7 +20,7 @@
  */
 
 import type { Logger } from "../../../shared/log.ts";
-import type { StreamParser } from "./stream_consumer.ts";
+import type { StreamParser } from "./stream_protocol.ts";
 
 /** Most messages in one batch to the worker. */
 export const MAX_PARSE_BATCH = 512;

@@ -18,7 +18,8 @@ import {
 } from "../../_test_helpers.ts";
 import { LocalStreamProtocol, MAX_LOCAL_FRAME_BYTES, parseLocalFrame } from "./local_stream.ts";
 import { encodeParsed, OffThreadParser } from "./parse_worker.ts";
-import { StreamConsumer, type StreamProtocol } from "./stream_consumer.ts";
+import { StreamConsumer } from "./stream_consumer.ts";
+import type { StreamProtocol } from "./stream_protocol.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

@@ -32,7 +32,7 @@ import type { AppviewConfig } from "../../config.ts";
 import { CONSUMER_PUBLIC, writeConsumerStatus } from "../../db/state.ts";
 import type { DatabaseSync } from "node:sqlite";
 import type { JetstreamOptions } from "./jetstream.ts";
-import type { StreamConsumerStatus } from "./stream_consumer.ts";
+import type { StreamConsumerStatus } from "./stream_status.ts";
 
 /** The first message to the worker. */
 export interface PublicThreadStart {

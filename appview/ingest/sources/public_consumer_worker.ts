@@ -22,7 +22,8 @@ import type {
   PublicThreadStart,
   ThreadLogRecord,
 } from "./public_consumer_thread.ts";
-import type { StreamConsumer, StreamConsumerStatus } from "./stream_consumer.ts";
+import type { StreamConsumer } from "./stream_consumer.ts";
+import type { StreamConsumerStatus } from "./stream_status.ts";
 
 /** How often the consumer's status is compared with the last one posted (ms). */
 const STATUS_POLL_MS = 100;
