@@ -69,9 +69,9 @@ export interface StartAppviewOptions {
   publicStream?: JetstreamOptions;
   /**
    * Beside the HTTP API, run the public-stream consumer in a worker thread
-   * (`ingest/public_consumer_thread.ts`). Default true; it runs on the main thread anyway when
-   * the database is not a file, or a test gives a clock or a random source (they cannot cross
-   * to a thread).
+   * (`ingest/sources/public_consumer_thread.ts`). Default true; it runs on the main thread anyway
+   * when the database is not a file, or a test gives a clock or a random source (they cannot
+   * cross to a thread).
    */
   publicConsumerThread?: boolean;
   /** Interval of handle sync between batches that were not full. */

@@ -13,7 +13,7 @@
  *
  * The body is read up to {@link MAX_PUSH_BODY_BYTES} (413 beyond), must be JSON (400 otherwise)
  * and a valid push payload (400 naming the bad field). It is then verified against its signed
- * commit (`ingest/push.ts`): 400 `InvalidCommit` when the commit does not prove it, 403
+ * commit (`ingest/sources/push.ts`): 400 `InvalidCommit` when the commit does not prove it, 403
  * `AccountNotHosted` for an account the configured account host does not host, 403
  * `HandleMismatch` for a handle that host does not list, 503 `AccountUnavailable` when the host
  * cannot be asked; nothing is applied then (the local stream still delivers what is real).

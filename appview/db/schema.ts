@@ -19,7 +19,7 @@
  *
  * actors (version 5): id INTEGER PK, did TEXT UNIQUE. One row per DID any other row names;
  *   never deleted, so an id read once stays valid (the write path caches them, see
- *   appview/ingest/actors.ts).
+ *   appview/ingest/indexers/actors.ts).
  *
  * posts: one row per indexed `app.social.feed.post` record (the spec 2.1 wire fields).
  *   id INTEGER PK (rowid; also the rowid of posts_fts; grows with indexing order, so

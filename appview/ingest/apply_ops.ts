@@ -5,7 +5,7 @@
  * once. Writes are idempotent upserts (spec 6.2 rule 4): the same op twice leaves the same rows
  * and counters.
  * Full-text rows are the exception to "in op order": they are queued during the transaction
- * and written just before COMMIT (`search_writes.ts`), which keeps FTS5 from writing a
+ * and written just before COMMIT (`indexers/search_writes.ts`), which keeps FTS5 from writing a
  * segment per op.
  *
  * Bad input never stops ingest: an op with an invalid DID, rkey, CID or handle (`invalid_op`), a

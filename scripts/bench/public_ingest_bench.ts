@@ -5,7 +5,7 @@
  * `DATA_DIR` under `./data` and `APPVIEW_JETSTREAM_URL` pointing at the stand-in, which serves a
  * backlog of events 100 us apart (10,000 per second of stream time: the 5 s rewind after a lost
  * connection spans ten times the in-process consumer's queue bound, the case of issue 36) as
- * fast as the socket takes them (`appview/ingest/_jetstream_stand_in.ts`).
+ * fast as the socket takes them (`appview/ingest/sources/_jetstream_stand_in.ts`).
  *
  * The mix is the ingest benchmarks' (`generateOps`: posts with full-text indexing and replies,
  * likes, reposts, follows, deletes, profiles), one Jetstream `commit` event per record op, and an
