@@ -6,8 +6,7 @@
  */
 
 import type { Hono } from "hono";
-import { createLogger, type Logger } from "../shared/log.ts";
-import { makeTempDir } from "../tests/_util.ts";
+import { captureLogger, makeTempDir } from "../runtime/_test_helpers.ts";
 import { createPdsApp } from "./app.ts";
 import { loadPdsConfig, type RawEnv } from "./config.ts";
 import type { PdsContext, PdsEnv, PdsHooks } from "./context.ts";
@@ -15,7 +14,12 @@ import { createPdsContext, type RunningPds, startPds } from "./server.ts";
 import { BlockStore } from "./repo/block_store.ts";
 import { Sequencer } from "./sequencer/sequencer.ts";
 
-export { kvRowsInMainFile } from "../runtime/_test_helpers.ts";
+export {
+  captureLogger,
+  kvRowsInMainFile,
+  ManualClock,
+  offsetClock,
+} from "../runtime/_test_helpers.ts";
 
 /** The JWT secret of test servers. */
 export const TEST_JWT_SECRET = "test-secret-0123456789abcdef";
@@ -28,18 +32,6 @@ export const TEST_ENV: RawEnv = {
   // No index runs in these tests: never push commits to one.
   APPVIEW_INTERNAL_URL: "off",
 };
-
-/** A logger whose lines are kept for assertions. */
-export function captureLogger(): { log: Logger; lines: string[] } {
-  const lines: string[] = [];
-  return { log: createLogger("pds", { sink: (l) => lines.push(l), level: "debug" }), lines };
-}
-
-/** A mutable clock: `now()` is the real time plus `offsetMs`. */
-export function testClock(): { now: () => number; advance(ms: number): void } {
-  let offset = 0;
-  return { now: () => Date.now() + offset, advance: (ms) => void (offset += ms) };
-}
 
 /** An in-process account host on a temporary KV file. */
 export interface TestApp extends AsyncDisposable {
@@ -57,7 +49,7 @@ export async function createTestApp(
   const kvPath = `${dir.path}/pds.kv`;
   const config = loadPdsConfig({ ...TEST_ENV, DATA_DIR: dir.path, ...opts.env });
   const kv = await Deno.openKv(kvPath);
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogger("pds");
   const ctx = await createPdsContext({ config, kv, log, now: opts.now, hooks: opts.hooks });
   return {
     ctx,
@@ -89,7 +81,7 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const dir = await makeTempDir("pds-test-");
   const kvPath = `${dir.path}/pds.kv`;
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogger("pds");
   const env: RawEnv = {
     ...TEST_ENV,
     PDS_PUBLIC_URL: undefined,

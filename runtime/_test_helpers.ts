@@ -1,10 +1,110 @@
 /**
- * Test helpers for SQLite files in WAL mode: what the database file alone holds, without its WAL.
+ * The test helpers every component shares (docs/architecture.md 7): temporary directories, real
+ * HTTP servers on port 0, free ports, waiting for a condition instead of sleeping, loggers whose
+ * lines are kept, clocks the test moves, and what an SQLite file in WAL mode holds without its
+ * WAL. Component helpers (`pds/_test_helpers.ts`, `appview/_test_helpers.ts`, `tests/_util.ts`)
+ * import these rather than repeat them.
  *
  * @module
  */
 
 import { DatabaseSync } from "node:sqlite";
+import { createLogger, type Logger } from "../shared/log.ts";
+
+/** A temporary directory removed on dispose. */
+export interface TempDir extends AsyncDisposable {
+  readonly path: string;
+}
+
+/** Creates a temporary directory; use with `await using dir = await makeTempDir()`. */
+export async function makeTempDir(prefix = "social-test-"): Promise<TempDir> {
+  const path = await Deno.makeTempDir({ prefix });
+  return {
+    path,
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(path, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** A real HTTP server listening on 127.0.0.1 and an ephemeral port. */
+export interface TestServer extends AsyncDisposable {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Serves `handler` on `127.0.0.1:0`; close it (or `await using` it) at the end of the test. */
+export function serveOnPort0(handler: Deno.ServeHandler): TestServer {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
+  const port = server.addr.port;
+  let closed: Promise<void> | null = null;
+  const close = () => {
+    closed ??= server.shutdown().then(() => server.finished);
+    return closed;
+  };
+  return { url: `http://127.0.0.1:${port}`, port, close, [Symbol.asyncDispose]: close };
+}
+
+/** Returns a port that was free a moment ago on 127.0.0.1 (bound once, then released). */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/**
+ * Waits until `check` returns a truthy value (polled every `intervalMs`), returning it.
+ * Fails with `message` after `timeoutMs`.
+ */
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 5000);
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out waiting: ${opts.message ?? "condition not met"}`);
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 10));
+  }
+}
+
+/** A debug-level logger named `name` whose lines are kept, as written, for assertions. */
+export function captureLogger(name = "test"): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  return { log: createLogger(name, { sink: (l) => lines.push(l), level: "debug" }), lines };
+}
+
+/**
+ * A debug-level logger named `name` whose lines are kept parsed, for assertions on their fields;
+ * `sink` takes lines from a logger made elsewhere.
+ */
+export function captureLogRecords(
+  name = "test",
+): { log: Logger; lines: Record<string, unknown>[]; sink: (line: string) => void } {
+  const lines: Record<string, unknown>[] = [];
+  const sink = (line: string) => void lines.push(JSON.parse(line));
+  return { log: createLogger(name, { level: "debug", sink }), lines, sink };
+}
+
+/** A clock that moves only when told to, in milliseconds since the epoch. */
+export class ManualClock {
+  constructor(public ms: number = Date.UTC(2026, 10, 27, 12)) {}
+  readonly now = (): number => this.ms;
+  advance(seconds: number): void {
+    this.ms += seconds * 1000;
+  }
+}
+
+/** A clock running with real time, `advance` moving it ahead: `now()` is real time plus the sum. */
+export function offsetClock(): { now: () => number; advance(ms: number): void } {
+  let offset = 0;
+  return { now: () => Date.now() + offset, advance: (ms) => void (offset += ms) };
+}
 
 /**
  * Rows of `table` in an SQLite file's database file alone, without its WAL (0 when the table is

@@ -11,7 +11,7 @@ import { type RunningAppview, startAppview } from "../appview/server.ts";
 import { type RunningPds, startPds } from "../pds/server.ts";
 import { SocialClient, type SocialClientOptions } from "../shared/client.ts";
 import { createLogger, type Logger } from "../shared/log.ts";
-import { makeTempDir, type TempDir } from "./_util.ts";
+import { freePort, makeTempDir, type TempDir } from "../runtime/_test_helpers.ts";
 
 /** Options of {@link startSystem}. */
 export interface SystemOptions {
@@ -40,13 +40,8 @@ export interface TestSystem extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-/** Returns a port that was free a moment ago on 127.0.0.1. */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}
+// Until scripts/bench/public_ingest_bench.ts imports it from runtime/_test_helpers.ts.
+export { freePort } from "../runtime/_test_helpers.ts";
 
 /** The ingest secret the account host and the index share. */
 export const INGEST_SECRET = "e2e-ingest-secret";

@@ -1,64 +1,26 @@
 /**
- * Test harness shared by every test: temporary directories, real HTTP servers on port 0, a fake
- * Jetstream (a real WebSocket server fed by the test), and waiting for a condition instead of
- * sleeping.
+ * Test harness of the cross-component tests: a fake Jetstream (a real WebSocket server fed by the
+ * test), the repository's paths and tasks, and the subprocess environment. The helpers every
+ * component shares (temporary directories, servers on port 0, free ports, `waitFor`, captured
+ * loggers, clocks) are in `runtime/_test_helpers.ts`, re-exported here.
  *
  * @module
  */
 
-/** A temporary directory removed on dispose. */
-export interface TempDir extends AsyncDisposable {
-  readonly path: string;
-}
+import { serveOnPort0, waitFor } from "../runtime/_test_helpers.ts";
 
-/** Creates a temporary directory; use with `await using dir = await makeTempDir()`. */
-export async function makeTempDir(prefix = "social-test-"): Promise<TempDir> {
-  const path = await Deno.makeTempDir({ prefix });
-  return {
-    path,
-    async [Symbol.asyncDispose]() {
-      await Deno.remove(path, { recursive: true }).catch(() => {});
-    },
-  };
-}
-
-/** A real HTTP server listening on 127.0.0.1 and an ephemeral port. */
-export interface TestServer extends AsyncDisposable {
-  readonly url: string;
-  readonly port: number;
-  close(): Promise<void>;
-}
-
-/** Serves `handler` on `127.0.0.1:0`; close it (or `await using` it) at the end of the test. */
-export function serveOnPort0(handler: Deno.ServeHandler): TestServer {
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
-  const port = server.addr.port;
-  let closed: Promise<void> | null = null;
-  const close = () => {
-    closed ??= server.shutdown().then(() => server.finished);
-    return closed;
-  };
-  return { url: `http://127.0.0.1:${port}`, port, close, [Symbol.asyncDispose]: close };
-}
-
-/**
- * Waits until `check` returns a truthy value (polled every `intervalMs`), returning it.
- * Fails with `message` after `timeoutMs`.
- */
-export async function waitFor<T>(
-  check: () => T | Promise<T>,
-  opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
-): Promise<NonNullable<T>> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 5000);
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) {
-      throw new Error(`Timed out waiting: ${opts.message ?? "condition not met"}`);
-    }
-    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 10));
-  }
-}
+export {
+  captureLogger,
+  captureLogRecords,
+  freePort,
+  makeTempDir,
+  ManualClock,
+  offsetClock,
+  serveOnPort0,
+  type TempDir,
+  type TestServer,
+  waitFor,
+} from "../runtime/_test_helpers.ts";
 
 /** A fake Jetstream endpoint: a real WebSocket server whose events the test sends. */
 export interface FakeJetstream extends AsyncDisposable {

@@ -17,7 +17,7 @@ import {
   type TokenVerifier,
 } from "../appview/auth/verifier.ts";
 import { type RunningPds, startPds } from "../pds/server.ts";
-import { makeTempDir } from "./_util.ts";
+import { freePort, makeTempDir } from "./_util.ts";
 
 const APPVIEW_PUBLIC_URL = "http://localhost:3000";
 const PASSWORD = "correct horse battery staple";
@@ -68,14 +68,6 @@ function countingFetch(): { fetch: typeof fetch; count: () => number } {
     },
     count: () => n,
   };
-}
-
-/** A port that nothing listens on (bound once, then released). */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
 }
 
 Deno.test("tokens of a real account host pass the index verifier; refresh tokens do not", async () => {

@@ -6,8 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { freePort } from "./_system.ts";
-import { baseEnv, REPO_ROOT, waitFor } from "./_util.ts";
+import { baseEnv, freePort, REPO_ROOT, waitFor } from "./_util.ts";
 
 async function readAll(stream: ReadableStream<Uint8Array>, sink: string[]): Promise<void> {
   const decoder = new TextDecoderStream();

@@ -5,13 +5,13 @@
 import assert from "node:assert/strict";
 import { AtpAgent, type AtpSessionEvent } from "@atproto/api";
 import { decodeJwtUnverified } from "../shared/jwt.ts";
-import { startTestServer, testClock } from "../pds/_test_helpers.ts";
+import { offsetClock, startTestServer } from "../pds/_test_helpers.ts";
 import { REFRESH_GRACE_MS } from "../pds/accounts/sessions.ts";
 
 const PASSWORD = "correct horse battery";
 
 Deno.test("AtpAgent creates an account, logs in, resumes a session and recovers from an expired access token", async () => {
-  const clock = testClock();
+  const clock = offsetClock();
   await using s = await startTestServer({ now: clock.now });
 
   const signup = new AtpAgent({ service: s.url });
@@ -50,7 +50,7 @@ Deno.test("AtpAgent creates an account, logs in, resumes a session and recovers 
 });
 
 Deno.test("AtpAgent with a rotated-out refresh token ends its session", async () => {
-  const clock = testClock();
+  const clock = offsetClock();
   await using s = await startTestServer({ now: clock.now });
   const first = new AtpAgent({ service: s.url });
   await first.createAccount({ handle: "twice.test", password: PASSWORD });

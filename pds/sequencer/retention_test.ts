@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { makeTempDir, waitFor } from "../../tests/_util.ts";
-import { signUp, startTestServer, testClock } from "../_test_helpers.ts";
+import { offsetClock, signUp, startTestServer } from "../_test_helpers.ts";
 import { readHeadSeq, readOldestSeq } from "./event_log.ts";
 import { deleteEventsBefore, pruneEvents } from "./retention.ts";
 import { seqEventChunkKey } from "../store/keys.ts";
@@ -26,7 +26,7 @@ async function writePosts(ctx: PdsContext, did: string, n: number): Promise<void
 }
 
 Deno.test("events older than the retention window are pruned; an older cursor gets OutdatedCursor then the replay from the oldest kept event", async () => {
-  const clock = testClock();
+  const clock = offsetClock();
   await using s = await startTestServer({
     env: { PDS_EVENT_RETENTION_DAYS: "1" },
     now: clock.now,
@@ -62,7 +62,7 @@ Deno.test("events older than the retention window are pruned; an older cursor ge
 });
 
 Deno.test("when every event has aged out, the head stays, the next commit takes the next seq and an old cursor gets OutdatedCursor", async () => {
-  const clock = testClock();
+  const clock = offsetClock();
   await using s = await startTestServer({
     env: { PDS_EVENT_RETENTION_DAYS: "1" },
     now: clock.now,

@@ -4,15 +4,9 @@
 import assert from "node:assert/strict";
 import { createInviteCodes, disableInviteCode } from "../accounts/invites.ts";
 import { INVALID_INVITE_MESSAGE } from "../accounts/accounts.ts";
-import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import { ManualClock, signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 
 const PASSWORD = "correct horse battery";
-
-/** A clock that moves only when told to (exact `Retry-After` values). */
-function frozenClock(): { now: () => number; advance(seconds: number): void } {
-  let t = Date.UTC(2026, 10, 27, 12);
-  return { now: () => t, advance: (seconds) => void (t += seconds * 1000) };
-}
 
 async function call(url: string, nsid: string, address: string, body: unknown) {
   const res = await xrpcPost(url, nsid, body, { "x-forwarded-for": address });
@@ -29,7 +23,7 @@ const tooMany = (what: string, seconds: number) => ({
 });
 
 Deno.test("sign-ups are limited per client address (PDS_SIGNUPS_PER_HOUR), an IPv6 /64 counting as one", async () => {
-  const clock = frozenClock();
+  const clock = new ManualClock();
   await using s = await startTestServer({
     env: { PDS_TRUST_PROXY: "true", PDS_SIGNUPS_PER_HOUR: "2" },
     now: clock.now,
@@ -54,7 +48,7 @@ Deno.test("sign-ups are limited per client address (PDS_SIGNUPS_PER_HOUR), an IP
 });
 
 Deno.test("logins are limited per client address (PDS_LOGINS_PER_HOUR), unknown identifiers included", async () => {
-  const clock = frozenClock();
+  const clock = new ManualClock();
   await using s = await startTestServer({
     env: { PDS_TRUST_PROXY: "true", PDS_LOGINS_PER_HOUR: "3" },
     now: clock.now,

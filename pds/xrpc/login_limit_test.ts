@@ -4,7 +4,7 @@
 // count when they arrive; an attacker gets a growing delay, the owner elsewhere gets in.
 
 import assert from "node:assert/strict";
-import { createTestApp, signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import { createTestApp, ManualClock, signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 
 const PASSWORD = "correct horse battery";
 
@@ -94,12 +94,6 @@ Deno.test("behind a trusted proxy (PDS_TRUST_PROXY) failures count per forwarded
   }
 });
 
-/** A clock that moves only when told to (exact `Retry-After` values). */
-function frozenClock(): { now: () => number; advance(seconds: number): void } {
-  let t = Date.UTC(2026, 10, 27, 12);
-  return { now: () => t, advance: (seconds) => void (t += seconds * 1000) };
-}
-
 /** A real server trusting `X-Forwarded-For`, so a test can log in from any address. */
 async function startProxiedServer(now: () => number) {
   const s = await startTestServer({ env: { PDS_TRUST_PROXY: "true" }, now });
@@ -127,7 +121,7 @@ const refusedFrom = (scope: string, seconds: number) => ({
 });
 
 Deno.test("forty concurrent wrong passwords for one account: ten reach the password check, thirty are refused", async () => {
-  const clock = frozenClock();
+  const clock = new ManualClock();
   await using s = await startTestServer({ now: clock.now });
   await signUp(s.url, "olga.test");
   const answers = await Promise.all(
@@ -150,7 +144,7 @@ Deno.test("forty concurrent wrong passwords for one account: ten reach the passw
 });
 
 Deno.test("handle, DID and any case of the handle share one failed-login budget per account", async () => {
-  const clock = frozenClock();
+  const clock = new ManualClock();
   const { s, login } = await startProxiedServer(clock.now);
   await using _ = s;
   const { did } = await signUp(s.url, "paul.test");
@@ -180,7 +174,7 @@ Deno.test("handle, DID and any case of the handle share one failed-login budget 
 });
 
 Deno.test("fifty failures from many addresses make the owner wait a growing delay, not a quarter-hour", async () => {
-  const clock = frozenClock();
+  const clock = new ManualClock();
   const { s, login } = await startProxiedServer(clock.now);
   await using _ = s;
   await signUp(s.url, "rita.test");
@@ -204,7 +198,7 @@ Deno.test("fifty failures from many addresses make the owner wait a growing dela
 });
 
 Deno.test("an attacker hammering one account from one address (an IPv6 /64) gets a growing delay while the owner logs in from another", async () => {
-  const clock = frozenClock();
+  const clock = new ManualClock();
   const { s, login } = await startProxiedServer(clock.now);
   await using _ = s;
   const { did } = await signUp(s.url, "sven.test");
