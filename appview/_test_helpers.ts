@@ -1,8 +1,9 @@
 /**
- * Test helpers of the ingest sources: one logical commit rendered as a `subscribeRepos` frame, a
+ * Test helpers of the index: one logical commit rendered as a `subscribeRepos` frame, a
  * push body and Jetstream events (same records, same CIDs); a fake `subscribeRepos` server (a real
  * WebSocket server on port 0 with stored replay after a cursor, which also serves its accounts'
- * DID documents); and a log capture.
+ * DID documents); a context over a fresh database. The component-independent helpers (log
+ * capture, servers on port 0, `waitFor`) are `runtime/_test_helpers.ts`'s.
  *
  * Test accounts: every DID is hosted, its commits signed by a key derived from the DID
  * ({@link testAccountKey}), its handle `<name>.test` for `didOf(name)` ({@link testHandleOf}).
@@ -32,7 +33,10 @@ import {
   type HostedAccount,
   RESOLVE_DID_PATH,
 } from "./ingest/sources/account_directory.ts";
-import { serveOnPort0, type TestServer, waitFor } from "../tests/_util.ts";
+import { serveOnPort0, type TestServer, waitFor } from "../runtime/_test_helpers.ts";
+
+/** A debug-level logger whose lines are kept parsed (`runtime/_test_helpers.ts`). */
+export { captureLogRecords } from "../runtime/_test_helpers.ts";
 
 /** Consumer options for tests: reconnect within milliseconds. */
 export const FAST_BACKOFF = { backoff: { initialMs: 5, maxMs: 20 } };
@@ -361,13 +365,6 @@ export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoS
     close,
     [Symbol.asyncDispose]: close,
   };
-}
-
-/** A debug-level logger whose lines are kept (parsed) for assertions. */
-export function captureLogger(): { log: Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const log = createLogger("test", { level: "debug", sink: (l) => lines.push(JSON.parse(l)) });
-  return { log, lines };
 }
 
 /** A context over a fresh database (`:memory:` unless `dbPath`), closed on dispose. */

@@ -1,12 +1,18 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { COLLECTION_POST } from "../shared/nsid.ts";
-import { makeTempDir, startFakeJetstream, waitFor } from "../tests/_util.ts";
+import { startFakeJetstream } from "../tests/_util.ts";
+import { makeTempDir, waitFor } from "../runtime/_test_helpers.ts";
 import { ConfigError, loadAppviewConfig } from "./config.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_LOCAL, CONSUMER_PUBLIC, readConsumerStatus } from "./db/state.ts";
 import { didOf, postOp, uriOf } from "./_fixtures.ts";
-import { captureLogger, FAST_BACKOFF, makeCommit, startFakeRepoStream } from "./_test_helpers.ts";
+import {
+  captureLogRecords,
+  FAST_BACKOFF,
+  makeCommit,
+  startFakeRepoStream,
+} from "./_test_helpers.ts";
 import { startAppview } from "./server.ts";
 import { WAL_AUTOCHECKPOINT_PAGES } from "./db/open.ts";
 import { WARN_CORS_UNSET, WARN_INGEST_SECRET_UNSET } from "./startup_warnings.ts";
@@ -24,7 +30,7 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
   await using dir = await makeTempDir();
   await using stream = startFakeRepoStream();
   await using js = startFakeJetstream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   const config = loadAppviewConfig({
     DATA_DIR: `${dir.path}/data`,
     APPVIEW_PORT: "0",
@@ -93,7 +99,7 @@ Deno.test("both consumers reconnect after APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS of
   await using dir = await makeTempDir();
   await using stream = startFakeRepoStream();
   await using js = startFakeJetstream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   const config = loadAppviewConfig({
     DATA_DIR: `${dir.path}/data`,
     PDS_INTERNAL_URL: accountHostUrl(stream.url),
@@ -121,7 +127,7 @@ Deno.test("both consumers reconnect after APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS of
 
 Deno.test("startAppview without a Jetstream URL reports the public consumer disabled", async () => {
   await using dir = await makeTempDir();
-  const { log } = captureLogger();
+  const { log } = captureLogRecords();
   const config = loadAppviewConfig({
     DATA_DIR: dir.path,
     APPVIEW_PORT: "0",
@@ -144,7 +150,7 @@ Deno.test("startAppview with HTTP off serves nothing and returns a null url", as
   const config = loadAppviewConfig({ DATA_DIR: dir.path, PDS_INTERNAL_URL: "http://127.0.0.1:9" });
   await using appview = await startAppview({
     config,
-    log: captureLogger().log,
+    log: captureLogRecords().log,
     components: { http: false, localConsumer: false, publicConsumer: false, handleSync: false },
   });
   assert.equal(appview.url, null);
@@ -160,7 +166,7 @@ Deno.test("startAppview copies the WAL back from a worker thread while the write
   const config = loadAppviewConfig({ DATA_DIR: dir.path, PDS_INTERNAL_URL: "http://127.0.0.1:9" });
   const appview = await startAppview({
     config,
-    log: captureLogger().log,
+    log: captureLogRecords().log,
     components: { http: false, localConsumer: false, publicConsumer: false, handleSync: false },
     checkpointIntervalMs: 10,
   });
@@ -199,7 +205,7 @@ function startHttpOnly(dataDir: string, hostname: string, port: string) {
       APPVIEW_PORT: port,
       PDS_INTERNAL_URL: "http://127.0.0.1:9",
     }),
-    log: captureLogger().log,
+    log: captureLogRecords().log,
     components: { localConsumer: false, publicConsumer: false, handleSync: false },
   });
 }

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { loadAppviewConfig } from "../appview/config.ts";
 import { dumpTables } from "../appview/db/_testing.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../appview/db/state.ts";
-import { captureLogger, FIXED_NOW, openTestContext } from "../appview/_test_helpers.ts";
+import { captureLogRecords, FIXED_NOW, openTestContext } from "../appview/_test_helpers.ts";
 import { AccountHostDirectory } from "../appview/ingest/sources/account_directory.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import { startAppview } from "../appview/server.ts";
@@ -113,7 +113,7 @@ Deno.test("an index fed by push and stream ends with the same rows as one fed by
   let accountHost: AccountHostDirectory | null = null;
   await using a = await startAppview({
     config,
-    log: captureLogger().log,
+    log: captureLogRecords().log,
     now: FIXED_NOW,
     components: { http: true, localConsumer: false, publicConsumer: false, handleSync: false },
     accounts: { lookup: (did, opts) => accountHost!.lookup(did, opts) },

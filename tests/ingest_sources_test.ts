@@ -22,7 +22,7 @@ import {
   uriOf,
 } from "../appview/_fixtures.ts";
 import {
-  captureLogger,
+  captureLogRecords,
   FAST_BACKOFF,
   FIXED_NOW,
   makeCommit,
@@ -74,7 +74,7 @@ type Source = "push" | "local" | "jet";
 
 /** One index with the three sources wired to fake upstreams. */
 async function openHarness() {
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   const ctx = openTestContext({ log, now: FIXED_NOW });
   const stream = startFakeRepoStream();
   const js = startFakeJetstream();

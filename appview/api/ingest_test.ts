@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { didOf, postOp, uriOf } from "../_fixtures.ts";
-import { captureLogger, makeCommit, openTestContext } from "../_test_helpers.ts";
+import { captureLogRecords, makeCommit, openTestContext } from "../_test_helpers.ts";
 import { INGEST_COMMIT_PATH, ingestRoutes, MAX_PUSH_BODY_BYTES } from "./ingest.ts";
 
 const ALICE = didOf("alice");
@@ -96,7 +96,7 @@ Deno.test("push checks the secret before reading the body", async () => {
 });
 
 Deno.test("push rejects malformed JSON and malformed payloads with 400 and a log line", async () => {
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   const app = ingestRoutes(ctx);
   const bodies: [BodyInit, string][] = [

@@ -6,14 +6,14 @@ import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { cidOf, deleteOp, didOf, likeOp, postOp, uriOf } from "../_fixtures.ts";
 import {
-  captureLogger,
+  captureLogRecords,
   makeCommit,
   openTestContext,
   revOf,
   TestAccountDirectory,
 } from "../_test_helpers.ts";
 import type { HostedAccount } from "../ingest/sources/account_directory.ts";
-import { serveOnPort0 } from "../../tests/_util.ts";
+import { serveOnPort0 } from "../../runtime/_test_helpers.ts";
 import { AddressLogLimiter } from "./address_log_limiter.ts";
 import { INGEST_COMMIT_PATH, ingestRoutes, LOG_SECRET_REFUSED } from "./ingest.ts";
 
@@ -185,7 +185,7 @@ Deno.test("a push claiming another account's handle is 403 HandleMismatch and no
 });
 
 Deno.test("failed secret checks are logged with the address, once a minute per address, never with the secret", async () => {
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   let now = 0;
   const secretLog = new AddressLogLimiter({ now: () => now, maxAddresses: 2 });
   using ctx = openTestContext({ log, env: { APPVIEW_INGEST_SECRET: SECRET } });
@@ -213,7 +213,7 @@ Deno.test("failed secret checks are logged with the address, once a minute per a
 });
 
 Deno.test("over a real socket the logged address is the connection's, not a forwarded header", async () => {
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log, env: { APPVIEW_INGEST_SECRET: SECRET } });
   await using server = serveOnPort0(ingestRoutes(ctx).fetch);
   const res = await fetch(`${server.url}${INGEST_COMMIT_PATH}`, {

@@ -3,10 +3,10 @@
 // answering as before beside it.
 
 import assert from "node:assert/strict";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { createAppviewApp } from "../app.ts";
 import { loadAppviewConfig } from "../config.ts";
-import { captureLogger, FIXED_NOW, openTestContext } from "../_test_helpers.ts";
+import { captureLogRecords, FIXED_NOW, openTestContext } from "../_test_helpers.ts";
 import { startAppview } from "../server.ts";
 import type { WebFiles } from "../web/web_files.ts";
 import { contentSecurityPolicy, type WebRoutesOptions } from "./web.ts";
@@ -172,7 +172,7 @@ Deno.test("startAppview serves the page from APPVIEW_WEB_DIR with the account ho
     '<!doctype html><script id="app-config" type="application/json">{{CONFIG}}</script>',
   );
   await Deno.writeTextFile(`${web}/assets/app-abc.js`, "console.log('app');\n");
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   await using appview = await startAppview({
     config: loadAppviewConfig({
       DATA_DIR: `${dir.path}/data`,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { NotificationView } from "../views/notifications.ts";
 import { MIGRATIONS, runMigrations, schemaVersion } from "./migrations.ts";
 import { BUSY_TIMEOUT_MS, openIndexDb, WAL_AUTOCHECKPOINT_PAGES } from "./open.ts";

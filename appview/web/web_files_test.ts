@@ -2,8 +2,8 @@
 // the content-named assets, and the not-built and broken-build states.
 
 import assert from "node:assert/strict";
-import { makeTempDir } from "../../tests/_util.ts";
-import { captureLogger } from "../_test_helpers.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
+import { captureLogRecords } from "../_test_helpers.ts";
 import { loadWebFiles, scriptJson } from "./web_files.ts";
 
 const PAGE = `<!doctype html><link rel="stylesheet" href="/assets/app-abc.css">
@@ -30,7 +30,7 @@ async function writeBuild(dir: string, page = PAGE): Promise<void> {
 Deno.test("loadWebFiles fills the page's {{CONFIG}} with the configuration as script-safe JSON", async () => {
   await using dir = await makeTempDir();
   await writeBuild(dir.path);
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   const files = await loadWebFiles(dir.path, { pdsUrl: "https://pds.example.com" }, log);
   assert.ok(files !== null);
   assert.equal(
@@ -46,7 +46,7 @@ Deno.test("loadWebFiles keeps the assets of known types only, not other files or
   const files = await loadWebFiles(
     `${dir.path}/`,
     { pdsUrl: "http://localhost:2583" },
-    captureLogger().log,
+    captureLogRecords().log,
   );
   assert.ok(files !== null);
   assert.deepEqual([...files.assets.keys()].sort(), ["app-abc.css", "app-abc.js"]);
@@ -69,7 +69,7 @@ Deno.test("loadWebFiles skips names whose end only looks like a type: no dot, or
   const files = await loadWebFiles(
     dir.path,
     { pdsUrl: "http://localhost:2583" },
-    captureLogger().log,
+    captureLogRecords().log,
   );
   assert.ok(files !== null);
   assert.deepEqual([...files.assets.keys()].sort(), ["app-abc.css", "app-abc.js"]);
@@ -80,14 +80,14 @@ Deno.test("loadWebFiles inserts the configuration verbatim, $ replacement patter
   await writeBuild(dir.path);
   // String.prototype.replace would read `$&`, `$'` and `` $` `` in a replacement string.
   const pdsUrl = "https://pds.example.com/$&$'$`$$";
-  const files = await loadWebFiles(dir.path, { pdsUrl }, captureLogger().log);
+  const files = await loadWebFiles(dir.path, { pdsUrl }, captureLogRecords().log);
   assert.ok(files !== null);
   assert.equal(files.page, PAGE.replace("{{CONFIG}}", () => JSON.stringify({ pdsUrl })));
 });
 
 Deno.test("loadWebFiles without index.html answers null with one warning naming the build task", async () => {
   await using dir = await makeTempDir();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   assert.equal(await loadWebFiles(dir.path, { pdsUrl: "http://localhost:2583" }, log), null);
   assert.equal(lines.length, 1);
   const { time: _time, ...line } = lines[0];
@@ -103,7 +103,7 @@ Deno.test("loadWebFiles refuses an index.html without the {{CONFIG}} placeholder
   await using dir = await makeTempDir();
   await writeBuild(dir.path, PAGE.replace("{{CONFIG}}", "{}"));
   await assert.rejects(
-    loadWebFiles(dir.path, { pdsUrl: "http://localhost:2583" }, captureLogger().log),
+    loadWebFiles(dir.path, { pdsUrl: "http://localhost:2583" }, captureLogRecords().log),
     {
       name: "Error",
       message: `${dir.path}/index.html has no {{CONFIG}} placeholder: rebuild the web app`,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { serveOnPort0 } from "../../tests/_util.ts";
+import { serveOnPort0 } from "../../runtime/_test_helpers.ts";
 import { DidResolver, handleFromDocument, HandleResolutionError } from "./did_resolver.ts";
 import type { HostLookup } from "./safe_fetch.ts";
 import { atprotoTxtRecords } from "./_testing.ts";

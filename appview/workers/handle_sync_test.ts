@@ -3,7 +3,7 @@ import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { encodeBlock, formatCid } from "../../shared/cid.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { IndexOp } from "../../shared/ops.ts";
-import { makeTempDir, serveOnPort0, waitFor } from "../../tests/_util.ts";
+import { makeTempDir, serveOnPort0, waitFor } from "../../runtime/_test_helpers.ts";
 import { openIndexDb } from "../db/open.ts";
 import { placeholderHandle } from "../db/handles.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";

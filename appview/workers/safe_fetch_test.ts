@@ -1,11 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  makeTempDir,
-  REPO_ROOT,
-  serveOnPort0,
-  taskCommand,
-  taskPermissionSet,
-} from "../../tests/_util.ts";
+import { REPO_ROOT, taskCommand, taskPermissionSet } from "../../tests/_util.ts";
+import { makeTempDir, serveOnPort0 } from "../../runtime/_test_helpers.ts";
 import {
   checkDestination,
   type HostLookup,

@@ -11,7 +11,7 @@
  */
 
 import type { IndexOp } from "../../../shared/ops.ts";
-import { serveOnPort0, type TestServer, waitFor } from "../../../tests/_util.ts";
+import { serveOnPort0, type TestServer, waitFor } from "../../../runtime/_test_helpers.ts";
 
 /** Bytes queued on a socket above which the stand-in waits before sending more. */
 const HIGH_WATER_BYTES = 1024 * 1024;

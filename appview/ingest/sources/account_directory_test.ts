@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { serveOnPort0 } from "../../../tests/_util.ts";
+import { serveOnPort0 } from "../../../runtime/_test_helpers.ts";
 import { didOf } from "../../_fixtures.ts";
 import { testDidDocument } from "../../_test_helpers.ts";
 import {

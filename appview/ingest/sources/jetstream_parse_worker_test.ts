@@ -4,10 +4,16 @@
 
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
-import { startFakeJetstream, waitFor } from "../../../tests/_util.ts";
+import { startFakeJetstream } from "../../../tests/_util.ts";
+import { waitFor } from "../../../runtime/_test_helpers.ts";
 import { dumpTables } from "../../db/_testing.ts";
 import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
-import { captureLogger, FAST_BACKOFF, makeCommit, openTestContext } from "../../_test_helpers.ts";
+import {
+  captureLogRecords,
+  FAST_BACKOFF,
+  makeCommit,
+  openTestContext,
+} from "../../_test_helpers.ts";
 import {
   acceptJetstreamEvent,
   type JetstreamParsed,
@@ -54,7 +60,7 @@ function messages(): { texts: string[]; last: number } {
 Deno.test("a parsed Jetstream message, through the worker's JSON text or as objects, decodes as decoding it inline does, log lines included", () => {
   const { texts } = messages();
   for (const text of [...texts, new ArrayBuffer(3), "x".repeat(2 * 1024 * 1024 + 1)]) {
-    const inline = captureLogger();
+    const inline = captureLogRecords();
     const fails: string[] = [];
     const protocol = new JetstreamProtocol("ws://127.0.0.1:1/subscribe");
     const direct = protocol.decode(text, 5, {
@@ -67,7 +73,7 @@ Deno.test("a parsed Jetstream message, through the worker's JSON text or as obje
     const parsed = (typeof posted === "string"
       ? JSON.parse(posted)
       : structuredClone(posted)) as JetstreamParsed[];
-    const viaWorker = captureLogger();
+    const viaWorker = captureLogRecords();
     const workerFails: string[] = [];
     const accepted = acceptJetstreamEvent(parsed[0], 5, {
       log: viaWorker.log,

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { COLLECTION_FOLLOW, COLLECTION_POST } from "../../../shared/nsid.ts";
 import type { IndexOp } from "../../../shared/ops.ts";
-import { startFakeJetstream, waitFor } from "../../../tests/_util.ts";
+import { startFakeJetstream } from "../../../tests/_util.ts";
+import { waitFor } from "../../../runtime/_test_helpers.ts";
 import {
   CONSUMER_PUBLIC,
   CURSOR_LOCAL_SEQ,
@@ -16,7 +17,7 @@ import {
   toJetstreamEvent,
 } from "./_jetstream_stand_in.ts";
 import {
-  captureLogger,
+  captureLogRecords,
   FAST_BACKOFF,
   makeCommit,
   openTestContext,
@@ -124,7 +125,7 @@ Deno.test("public consumer resolves a follow delete by rkey (spec 6.3)", async (
 
 Deno.test("public consumer skips malformed events with a log line and applies later ones", async () => {
   await using js = startFakeJetstream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   await using consumer = started(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
   await js.waitForClients(1);
@@ -162,7 +163,7 @@ Deno.test("public consumer skips malformed events with a log line and applies la
 
 Deno.test("public consumer logs and reports its URL without credentials or query secrets", async () => {
   await using js = startFakeJetstream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   const secretUrl = js.url.replace("ws://", "ws://operator:hunter2@") + "?apiKey=SECRET-KEY";
   await using consumer = started(createJetstreamConsumer(ctx, { url: secretUrl, ...FAST_BACKOFF }));
@@ -218,7 +219,7 @@ Deno.test("JetstreamProtocol rewinds the cursor on start and after a lost connec
 
 Deno.test("JetstreamProtocol gates a commit event by its rev (newer or equal) and leaves identity events ungated", () => {
   const p = new JetstreamProtocol("ws://h:1/subscribe");
-  const control = { log: captureLogger().log, fail: () => {}, disconnect: () => {} };
+  const control = { log: captureLogRecords().log, fail: () => {}, disconnect: () => {} };
   const commit = makeCommit(1, [postOp(ALICE, "3kaaaaaaaaaa2", "hi")]);
   const [event] = commit.jetstream(T0);
   assert.deepEqual(p.decode(JSON.stringify(event), null, control)?.commit, {
@@ -299,7 +300,7 @@ Deno.test("public consumer catches up a dense backlog across flow-control pauses
   const backlog = denseBacklog(N, 100);
   const last = backlog.events[N - 1].time_us;
   await using js = startJetstreamStandIn(backlog.events);
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   const offered = countOffered(ctx.writer);
   await using consumer = started(createJetstreamConsumer(ctx, {

@@ -4,7 +4,7 @@ import { encodeCbor } from "../../../shared/cbor.ts";
 import { encodeBlock } from "../../../shared/cid.ts";
 import { encodeFrame } from "../../../shared/frame.ts";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
-import { waitFor } from "../../../tests/_util.ts";
+import { waitFor } from "../../../runtime/_test_helpers.ts";
 import {
   CONSUMER_LOCAL,
   CURSOR_LOCAL_SEQ,
@@ -15,7 +15,7 @@ import {
 import type { IndexOp } from "../../../shared/ops.ts";
 import { didOf, likeOp, openTestIndex, postOp, uriOf } from "../../_fixtures.ts";
 import {
-  captureLogger,
+  captureLogRecords,
   errorFrame,
   FAST_BACKOFF,
   infoFrame,
@@ -77,7 +77,7 @@ Deno.test("local consumer restarted on the same database resumes from the persis
   await waitFor(() => first.status().cursor === 4);
   await first.close();
   const applied = ctx.writer.stats().applied;
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   // The fake replays everything from seq 1 (ignoring the cursor): all four are duplicates.
   await using second = createLocalStreamConsumer({ ...ctx, log }, {
     url: stream.url,
@@ -191,7 +191,7 @@ function hostileFrames(): { name: string; data: Uint8Array | string }[] {
 
 Deno.test("local consumer skips hostile frames with a log line, keeps its connection and applies later commits", async () => {
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
@@ -216,7 +216,7 @@ Deno.test("local consumer skips hostile frames with a log line, keeps its connec
 
 Deno.test("local consumer rejects a frame over its size bound", async () => {
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
@@ -239,7 +239,7 @@ Deno.test("local consumer rejects a frame over its size bound", async () => {
 
 Deno.test("local consumer logs #info OutdatedCursor and keeps consuming (spec 6.1 rule 5)", async () => {
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
@@ -338,7 +338,7 @@ Deno.test("LocalStreamProtocol gives each commit its rev for ordering and skips 
   const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
   const failures: string[] = [];
   const control = {
-    log: captureLogger().log,
+    log: captureLogRecords().log,
     fail: (reason: string) => failures.push(reason),
     disconnect: (reason: string) => failures.push(reason),
   };
@@ -361,7 +361,7 @@ Deno.test("LocalStreamProtocol gives each commit its rev for ordering and skips 
 Deno.test("the parse step validates records: accepted ones are marked checked, a refused one is skipped by the writer", () => {
   using ix = openTestIndex();
   const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
-  const control = { log: captureLogger().log, fail: () => {}, disconnect: () => {} };
+  const control = { log: captureLogRecords().log, fail: () => {}, disconnect: () => {} };
   const good = postOp(ALICE, "3kaaaaaaaagood", "fine");
   const bad = postOp(ALICE, "3kaaaaaaaabad2", "x".repeat(161));
   const like = likeOp(BOB, "3kaaaaaaalike1", uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaagood"));

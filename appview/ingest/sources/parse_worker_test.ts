@@ -5,11 +5,11 @@
 
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
-import { makeTempDir, waitFor } from "../../../tests/_util.ts";
+import { makeTempDir, waitFor } from "../../../runtime/_test_helpers.ts";
 import { dumpTables } from "../../db/_testing.ts";
 import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
-  captureLogger,
+  captureLogRecords,
   FAST_BACKOFF,
   infoFrame,
   makeCommit,
@@ -94,7 +94,7 @@ Deno.test("a parse worker that fails loses nothing: the consumer resumes from it
       "scope.postMessage({ ready: true });\n",
   );
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log, now: NOW });
   const protocol = localStreamWithWorker(stream.url, `file://${failing}`);
   await using consumer = new StreamConsumer(ctx, protocol, FAST_BACKOFF);
@@ -125,7 +125,7 @@ Deno.test("OffThreadParser delivers batches in push order and drops what was pus
     parser: new LocalStreamProtocol("ws://127.0.0.1:1/x").parser,
     deliver: (parsed) => delivered.push(...parsed),
     onFailure: () => assert.fail("worker failed"),
-    log: captureLogger().log,
+    log: captureLogRecords().log,
   });
   try {
     assert.equal(parser.start(), true);
@@ -149,7 +149,7 @@ Deno.test("a parse worker whose module cannot load costs no reconnect: the consu
     const rkey = `3kaaaaaa${String(seq).padStart(4, "a")}`;
     stream.append(seq, makeCommit(seq, [postOp(ALICE, rkey, `post ${seq}`)]).frame());
   }
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log, now: NOW });
   const protocol = localStreamWithWorker(stream.url, `file://${dir.path}/missing_worker.ts`);
   await using consumer = new StreamConsumer(ctx, protocol, FAST_BACKOFF);

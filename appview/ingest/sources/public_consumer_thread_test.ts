@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
-import { makeTempDir, startFakeJetstream, waitFor } from "../../../tests/_util.ts";
+import { startFakeJetstream } from "../../../tests/_util.ts";
+import { makeTempDir, waitFor } from "../../../runtime/_test_helpers.ts";
 import { loadAppviewConfig } from "../../config.ts";
 import type { JetstreamOptions } from "./jetstream.ts";
 import { CONSUMER_PUBLIC, readConsumerStatus } from "../../db/state.ts";
 import { startAppview } from "../../server.ts";
 import { didOf, postOp } from "../../_fixtures.ts";
-import { captureLogger, FAST_BACKOFF, makeCommit } from "../../_test_helpers.ts";
+import { captureLogRecords, FAST_BACKOFF, makeCommit } from "../../_test_helpers.ts";
 import { ThreadedPublicConsumer } from "./public_consumer_thread.ts";
 
 const BOB = didOf("bob");
@@ -15,7 +16,7 @@ async function startIndex(
   jetstreamUrl: string,
   publicStream: JetstreamOptions = FAST_BACKOFF,
 ) {
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   const config = loadAppviewConfig({
     DATA_DIR: dataDir,
     APPVIEW_PORT: "0",

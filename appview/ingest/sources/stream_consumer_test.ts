@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { waitFor } from "../../../tests/_util.ts";
+import { waitFor } from "../../../runtime/_test_helpers.ts";
 import {
   CONSUMER_LOCAL,
   CURSOR_LOCAL_SEQ,
@@ -15,7 +15,7 @@ import {
 } from "../../db/state.ts";
 import { didOf, postOp } from "../../_fixtures.ts";
 import {
-  captureLogger,
+  captureLogRecords,
   errorFrame,
   FAST_BACKOFF,
   makeCommit,
@@ -83,7 +83,7 @@ Deno.test("a queued backlog is applied one transaction per event-loop turn (maxB
 
 Deno.test("too many waiting messages close the stream until they are applied; it resumes from the cursor", async () => {
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
   await using consumer = createLocalStreamConsumer(ctx, {
@@ -126,7 +126,7 @@ Deno.test("too many waiting messages close the stream until they are applied; it
 
 Deno.test("waiting messages above maxQueuedBytes close the stream though their count is under maxQueuedMessages", async () => {
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   let frameBytes = 0;
   let smallestFrameBytes = Infinity;
@@ -190,7 +190,7 @@ Deno.test("consumer options reject a batch or queue bound that is not a positive
 
 Deno.test("a silent connection is made again from the cursor after the idle timeout; a busy one is kept", async () => {
   await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogger();
+  const { log, lines } = captureLogRecords();
   using ctx = openTestContext({ log });
   stream.append(1, postCommit(1).frame());
   await using consumer = createLocalStreamConsumer(ctx, {
@@ -348,7 +348,7 @@ Deno.test({
     const frames = Array.from({ length: FRAMES }, (_, i) => postCommit(i + 1).frame());
     assert.ok(frames.every((f) => f.length < 0x10000));
     const stream = startDeafRepoStream(frames);
-    const { log, lines } = captureLogger();
+    const { log, lines } = captureLogRecords();
     using ctx = openTestContext({ log });
     const consumer = createLocalStreamConsumer(ctx, {
       url: stream.url,
@@ -384,7 +384,7 @@ Deno.test({
   async fn() {
     const frames = Array.from({ length: 10 }, (_, i) => postCommit(i + 1).frame());
     const stream = startDeafRepoStream(frames, { thenOnFirst: errorFrame("FutureCursor") });
-    const { log, lines } = captureLogger();
+    const { log, lines } = captureLogRecords();
     using ctx = openTestContext({ log });
     const consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
     try {
