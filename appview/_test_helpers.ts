@@ -2,8 +2,11 @@
  * Test helpers of the index: one logical commit rendered as a `subscribeRepos` frame, a
  * push body and Jetstream events (same records, same CIDs); a fake `subscribeRepos` server (a real
  * WebSocket server on port 0 with stored replay after a cursor, which also serves its accounts'
- * DID documents); a context over a fresh database. The component-independent helpers (log
- * capture, servers on port 0, `waitFor`) are `runtime/_test_helpers.ts`'s.
+ * DID documents); a context over a fresh database; table dumps of the index database; DNS
+ * answers for handle verification; an account host DID document server and token minting for
+ * authentication; the query API harness. The component-independent helpers (log capture, clocks,
+ * servers on port 0, `waitFor`) are `runtime/_test_helpers.ts`'s; the op builders are in
+ * `_fixtures.ts`.
  *
  * Test accounts: every DID is hosted, its commits signed by a key derived from the DID
  * ({@link testAccountKey}), its handle `<name>.test` for `didOf(name)` ({@link testHandleOf}).
@@ -13,15 +16,23 @@
  * @module
  */
 
+import type { DatabaseSync } from "node:sqlite";
+import type { Hono } from "hono";
+import assert from "node:assert/strict";
+import { importSigningKey, type JwtClaims, signJwt } from "../shared/jwt.ts";
+import type { IndexOp, RecordOp } from "../shared/ops.ts";
+import { createAppviewApp } from "./app.ts";
+import { DID_DOCUMENT_PATH } from "./auth/key_source.ts";
+import type { TokenVerifier } from "./auth/verifier.ts";
+import type { TxtLookup } from "./workers/did_resolver.ts";
 import { writeCar } from "../shared/car.ts";
 import { type CID, encodeBlock, formatCid } from "../shared/cid.ts";
 import { encodeFrame } from "../shared/frame.ts";
 import { deriveP256KeyPair, type P256KeyPair, signCompact } from "../shared/keys.ts";
 import { encodeCbor } from "../shared/cbor.ts";
 import { fromLexJson, toLexJson } from "../shared/lex_json.ts";
-import { encodeMultikey } from "../shared/multikey.ts";
-import { createLogger, type Logger } from "../shared/log.ts";
-import type { RecordOp } from "../shared/ops.ts";
+import { encodeMultikey, encodeMultikeyUncompressed } from "../shared/multikey.ts";
+import { createLogger, type Logger, silentLogger } from "../shared/log.ts";
 import { encodeTid } from "../shared/tid.ts";
 import { loadAppviewConfig } from "./config.ts";
 import type { AppviewContext } from "./context.ts";
@@ -382,3 +393,362 @@ export function openTestContext(
 
 /** A clock pinned to one instant (identical rows whatever the arrival time). */
 export const FIXED_NOW = () => new Date("2024-06-01T00:00:00.000Z");
+
+// The index database: full, sorted table dumps to compare states.
+
+/** Options of {@link dumpTables}. */
+export interface DumpOptions {
+  /** Tables left out (e.g. `ingest_skips`, an event counter; `schema_migrations` across files). */
+  exclude?: readonly string[];
+  /** Columns left out of every table (e.g. `id` when comparing different arrival orders). */
+  omitColumns?: readonly string[];
+}
+
+/**
+ * Columns holding an interned DID (`actors.id`, schema version 5), per table. Dumps show the DID
+ * instead of the id, and `actors` without its ids: ids depend on arrival order, DIDs do not.
+ */
+const ACTOR_COLUMNS: Readonly<Record<string, readonly string[]>> = {
+  actors: [],
+  posts: ["author"],
+  likes: ["actor", "subject_author"],
+  reposts: ["actor", "subject_author"],
+  follows: ["follower", "subject"],
+  notifications: ["recipient", "author", "subject_author"],
+};
+
+/**
+ * Dumps every table of `db` as sorted rows: ordinary tables with all their columns, FTS5 tables
+ * as their rowids (`rowid` column), FTS shadow tables and `sqlite_*` internals skipped. Rows are
+ * sorted by their JSON form, so two equal states give deep-equal dumps.
+ */
+export function dumpTables(
+  db: DatabaseSync,
+  opts: DumpOptions = {},
+): Record<string, Record<string, unknown>[]> {
+  const exclude = new Set(opts.exclude ?? []);
+  const omit = new Set(opts.omitColumns ?? []);
+  const tables = db.prepare(
+    "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+  ).all() as { name: string; sql: string }[];
+  const virtual = tables.filter((t) => /^CREATE VIRTUAL TABLE/i.test(t.sql)).map((t) => t.name);
+  const isShadow = (name: string) => virtual.some((v) => name.startsWith(`${v}_`));
+  const dids = new Map<unknown, unknown>();
+  if (tables.some((t) => t.name === "actors")) {
+    for (const { id, did } of db.prepare("SELECT id, did FROM actors").all()) dids.set(id, did);
+  }
+  const dump: Record<string, Record<string, unknown>[]> = {};
+  for (const { name } of tables) {
+    if (exclude.has(name) || isShadow(name)) continue;
+    const select = virtual.includes(name)
+      ? `SELECT rowid FROM "${name}"`
+      : `SELECT * FROM "${name}"`;
+    const rows = (db.prepare(select).all() as Record<string, unknown>[]).map((row) => {
+      const copy: Record<string, unknown> = {};
+      const actorColumns = ACTOR_COLUMNS[name] ?? [];
+      for (const [k, v] of Object.entries(row)) {
+        if (omit.has(k) || (name === "actors" && k === "id")) continue;
+        copy[k] = actorColumns.includes(k) && v !== null ? dids.get(v) ?? v : v;
+      }
+      return copy;
+    });
+    const keyed = rows.map((r) => [JSON.stringify(r), r] as const);
+    keyed.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    dump[name] = keyed.map(([, r]) => r);
+  }
+  return dump;
+}
+
+// Handle verification: DNS answers, where the real DNS does not run in tests.
+
+/**
+ * A {@link TxtLookup} answering `_atproto.<handle>` with one `did=<did>` record, the DID taken
+ * from `didOf(handle)` (a map or a function); other names have no TXT record.
+ */
+export function atprotoTxtRecords(
+  didOf: Readonly<Record<string, string>> | ((handle: string) => string | undefined),
+): TxtLookup {
+  const find = typeof didOf === "function" ? didOf : (handle: string) => didOf[handle];
+  return (name) => {
+    const did = name.startsWith("_atproto.") ? find(name.slice("_atproto.".length)) : undefined;
+    return Promise.resolve(did === undefined ? [] : [[`did=${did}`]]);
+  };
+}
+
+// Authentication: a real HTTP server publishing an account host DID document (counting its
+// requests, restartable on the same port) and token minting through the same code path the
+// account host uses (`deriveP256KeyPair` + `signJwt`, claims of spec 5.1).
+
+/** Service DID of the index in these tests (`APPVIEW_PUBLIC_URL=http://localhost:3000`). */
+export const SERVICE_DID = "did:web:localhost%3A3000";
+/** The account host's own DID in these tests. */
+export const PDS_DID = "did:web:localhost%3A2583";
+export const ALICE = "did:plc:alice234567abcdefghijklm";
+
+/** An account host signing key: the raw pair and its WebCrypto signing key. */
+export interface TestSigner {
+  readonly keyPair: P256KeyPair;
+  sign(claims: JwtClaims): Promise<string>;
+}
+
+/** Derives a signing key from `secret` the way the account host derives it from PDS_JWT_SECRET. */
+export async function makeSigner(secret: string): Promise<TestSigner> {
+  const keyPair = deriveP256KeyPair(secret, "pds-jwt-signing");
+  const key = await importSigningKey(keyPair);
+  return { keyPair, sign: (claims) => signJwt(claims, key, { typ: "at+jwt" }) };
+}
+
+/** Access-token claims of spec 5.1 at `nowMs`; `overrides` replace (or, as undefined, drop) claims. */
+export function accessClaims(nowMs: number, overrides: Partial<JwtClaims> = {}): JwtClaims {
+  const iat = Math.floor(nowMs / 1000);
+  const claims: JwtClaims = {
+    iss: PDS_DID,
+    sub: ALICE,
+    aud: SERVICE_DID,
+    iat,
+    exp: iat + 3600,
+    jti: crypto.randomUUID(),
+    scope: "com.atproto.access",
+    ...overrides,
+  };
+  for (const [k, v] of Object.entries(claims)) if (v === undefined) delete claims[k];
+  return claims;
+}
+
+/** The account host's DID document publishing `publicKey` in the spec 5.1 form. */
+export function didDocument(publicKey: Uint8Array): Record<string, unknown> {
+  return {
+    "@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"],
+    id: PDS_DID,
+    verificationMethod: [{
+      id: `${PDS_DID}#atproto`,
+      type: "Multikey",
+      controller: PDS_DID,
+      publicKeyMultibase: encodeMultikeyUncompressed(publicKey),
+    }],
+  };
+}
+
+/** What the document server answers. */
+export interface DocAnswer {
+  status?: number;
+  /** JSON value, or a raw string body. */
+  body: unknown;
+}
+
+/** A real HTTP server publishing a DID document; counts requests to the document path. */
+export class DidDocServer implements AsyncDisposable {
+  answer: DocAnswer;
+  /** Requests received on `/.well-known/did.json`. */
+  requests = 0;
+  /** When set, requests hang until {@link release} (to test the fetch timeout). */
+  hang = false;
+  #server: Deno.HttpServer<Deno.NetAddr> | null = null;
+  #port: number;
+  #hanging: Array<() => void> = [];
+
+  constructor(answer: DocAnswer) {
+    this.answer = answer;
+    this.#port = this.#listen(0);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.#port}`;
+  }
+
+  get running(): boolean {
+    return this.#server !== null;
+  }
+
+  /** Serves `publicKey` from now on. */
+  setKey(publicKey: Uint8Array): void {
+    this.answer = { body: didDocument(publicKey) };
+  }
+
+  /** Stops listening (connections are refused) until {@link start}. */
+  async stop(): Promise<void> {
+    const server = this.#server;
+    this.#server = null;
+    this.release();
+    if (server !== null) {
+      await server.shutdown();
+      await server.finished;
+    }
+  }
+
+  /** Listens again on the same port. */
+  start(): void {
+    if (this.#server === null) this.#listen(this.#port);
+  }
+
+  /** Answers every hanging request. */
+  release(): void {
+    for (const resolve of this.#hanging.splice(0)) resolve();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.stop();
+  }
+
+  #listen(port: number): number {
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port, onListen() {} },
+      (req) => this.#handle(req),
+    );
+    this.#server = server;
+    return server.addr.port;
+  }
+
+  async #handle(req: Request): Promise<Response> {
+    if (new URL(req.url).pathname !== DID_DOCUMENT_PATH) return new Response(null, { status: 404 });
+    this.requests++;
+    if (this.hang) await new Promise<void>((resolve) => this.#hanging.push(resolve));
+    const { status = 200, body } = this.answer;
+    return typeof body === "string"
+      ? new Response(body, { status })
+      : Response.json(body, { status });
+  }
+}
+
+/** Encodes a JSON value as a base64url JWT segment. */
+export function segment(value: unknown): string {
+  const bytes = new TextEncoder().encode(JSON.stringify(value));
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_")
+    .replace(/=+$/, "");
+}
+
+/** An unsigned `alg: none` token. */
+export function forgeNoneToken(claims: JwtClaims): string {
+  return `${segment({ alg: "none", typ: "JWT" })}.${segment(claims)}.`;
+}
+
+/** An HS256 token whose HMAC key is the account host's public key bytes (key confusion). */
+export async function forgeHs256Token(claims: JwtClaims, publicKey: Uint8Array): Promise<string> {
+  const signingInput = `${segment({ alg: "HS256", typ: "JWT" })}.${segment(claims)}`;
+  const key = await crypto.subtle.importKey(
+    "raw",
+    publicKey as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(signingInput)),
+  );
+  const sig = btoa(String.fromCharCode(...mac)).replace(/\+/g, "-").replace(/\//g, "_")
+    .replace(/=+$/, "");
+  return `${signingInput}.${sig}`;
+}
+
+// The query API: a real SQLite index (`:memory:`), the real write path with a controllable
+// clock, and the real app answering `app.request()`.
+
+/** The clock of the harness: `ms` moves by `stepMs` at every reading, and by `tick`. */
+export class TestClock {
+  constructor(public ms: number, public stepMs = 0) {}
+  readonly now = (): Date => {
+    const d = new Date(this.ms);
+    this.ms += this.stepMs;
+    return d;
+  };
+  tick(ms = 1): void {
+    this.ms += ms;
+  }
+}
+
+/** An index with its app. */
+export interface QueryHarness extends Disposable {
+  readonly db: DatabaseSync;
+  readonly writer: IndexWriter;
+  readonly clock: TestClock;
+  readonly app: Hono;
+  /** Applies ops through the write path; fails the test when any op is skipped. */
+  apply(...ops: IndexOp[]): void;
+  /** Sends a request to the app; returns the status, headers and parsed JSON body. */
+  request(
+    path: string,
+    init?: RequestInit,
+    // deno-lint-ignore no-explicit-any
+  ): Promise<{ status: number; headers: Headers; body: any }>;
+}
+
+/** Opens a harness; by default authentication is off (`APPVIEW_AUTH_REQUIRED=false`). */
+export function openQueryHarness(
+  opts: {
+    env?: Record<string, string>;
+    verifier?: TokenVerifier | null;
+    stepMs?: number;
+    batchSize?: number;
+  } = {},
+): QueryHarness {
+  const config = loadAppviewConfig({
+    APPVIEW_AUTH_REQUIRED: "false",
+    APPVIEW_PUBLIC_URL: "http://localhost:3000",
+    ...opts.env,
+  });
+  const db = openIndexDb(":memory:");
+  const clock = new TestClock(Date.parse("2024-06-01T00:00:00.000Z"), opts.stepMs ?? 0);
+  const writer = new IndexWriter(db, { now: clock.now, batchSize: opts.batchSize ?? 5_000 });
+  const ctx: AppviewContext = { config, db, writer, log: silentLogger, now: clock.now };
+  const app = createAppviewApp(ctx, { verifier: opts.verifier ?? null });
+  return {
+    db,
+    writer,
+    clock,
+    app,
+    apply(...ops) {
+      const result = writer.applyOps(ops);
+      assert.equal(result.skipped, 0, "an op was skipped");
+    },
+    async request(path, init) {
+      const res = await app.request(path, init);
+      const text = await res.text();
+      return {
+        status: res.status,
+        headers: res.headers,
+        body: text === "" ? null : JSON.parse(text),
+      };
+    },
+    [Symbol.dispose]: () => db.close(),
+  };
+}
+
+/** Member names of a Post, in the order of spec 2.1. */
+export const POST_KEYS = [
+  "uri",
+  "did",
+  "handle",
+  "rkey",
+  "collection",
+  "text",
+  "cid",
+  "parent_uri",
+  "root_uri",
+  "embed",
+  "langs",
+  "created_at",
+  "like_count",
+  "repost_count",
+  "avatar_cid",
+];
+
+/** Asserts the spec 2.1 shape of a Post: every member, in order, with its type. */
+export function assertPostShape(post: Record<string, unknown>): void {
+  assert.deepEqual(Object.keys(post), POST_KEYS);
+  for (const key of ["uri", "did", "handle", "rkey", "collection", "text", "cid", "created_at"]) {
+    assert.equal(typeof post[key], "string", key);
+  }
+  assert.ok(!(post.handle as string).startsWith("@"), "handle has no leading @");
+  for (const key of ["parent_uri", "root_uri", "avatar_cid"]) {
+    assert.ok(post[key] === null || typeof post[key] === "string", key);
+  }
+  assert.ok(
+    post.embed === null ||
+      (typeof post.embed === "object" && typeof (post.embed as { $type: unknown }).$type ===
+          "string"),
+    "embed",
+  );
+  assert.ok(Array.isArray(post.langs) && post.langs.every((l) => typeof l === "string"), "langs");
+  assert.ok(Number.isInteger(post.like_count), "like_count");
+  assert.ok(Number.isInteger(post.repost_count), "repost_count");
+}

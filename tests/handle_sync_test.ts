@@ -14,7 +14,7 @@ import { openIndexDb } from "../appview/db/open.ts";
 import { placeholderHandle } from "../appview/db/handles.ts";
 import { IndexWriter } from "../appview/ingest/apply_ops.ts";
 import { DidResolver } from "../appview/workers/did_resolver.ts";
-import { atprotoTxtRecords } from "../appview/workers/_testing.ts";
+import { atprotoTxtRecords } from "../appview/_test_helpers.ts";
 import { HandleSync, runHandleSyncWorker } from "../appview/workers/handle_sync.ts";
 import { startPds } from "../pds/server.ts";
 import { encodeBlock, formatCid } from "../shared/cid.ts";

@@ -8,7 +8,13 @@
 import assert from "node:assert/strict";
 import type { DatabaseSync } from "node:sqlite";
 import { healthRoutes } from "../appview/api/health.ts";
-import { dumpTables } from "../appview/db/_testing.ts";
+import {
+  dumpTables,
+  makeCommit,
+  openTestContext,
+  startFakeRepoStream,
+  type TestCommit,
+} from "../appview/_test_helpers.ts";
 import { openIndexDb } from "../appview/db/open.ts";
 import {
   CONSUMER_LOCAL,
@@ -17,12 +23,6 @@ import {
   readCursor,
 } from "../appview/db/state.ts";
 import { didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../appview/_fixtures.ts";
-import {
-  makeCommit,
-  openTestContext,
-  startFakeRepoStream,
-  type TestCommit,
-} from "../appview/_test_helpers.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import { APPVIEW_ENV_VARS } from "../appview/config.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";

@@ -6,9 +6,13 @@
 
 import assert from "node:assert/strict";
 import { loadAppviewConfig } from "../appview/config.ts";
-import { dumpTables } from "../appview/db/_testing.ts";
+import {
+  captureLogRecords,
+  dumpTables,
+  FIXED_NOW,
+  openTestContext,
+} from "../appview/_test_helpers.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../appview/db/state.ts";
-import { captureLogRecords, FIXED_NOW, openTestContext } from "../appview/_test_helpers.ts";
 import { AccountHostDirectory } from "../appview/ingest/sources/account_directory.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import { startAppview } from "../appview/server.ts";

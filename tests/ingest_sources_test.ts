@@ -9,7 +9,16 @@ import assert from "node:assert/strict";
 import { COLLECTION_POST, COLLECTION_REPOST } from "../shared/nsid.ts";
 import { ingestRoutes } from "../appview/api/ingest.ts";
 import type { AppviewContext } from "../appview/context.ts";
-import { dumpTables } from "../appview/db/_testing.ts";
+import {
+  captureLogRecords,
+  dumpTables,
+  FAST_BACKOFF,
+  FIXED_NOW,
+  makeCommit,
+  openTestContext,
+  startFakeRepoStream,
+  type TestCommit,
+} from "../appview/_test_helpers.ts";
 import { CURSOR_LOCAL_SEQ, CURSOR_PUBLIC_TIME_US, readCursor } from "../appview/db/state.ts";
 import {
   deleteOp,
@@ -21,15 +30,6 @@ import {
   repostOp,
   uriOf,
 } from "../appview/_fixtures.ts";
-import {
-  captureLogRecords,
-  FAST_BACKOFF,
-  FIXED_NOW,
-  makeCommit,
-  openTestContext,
-  startFakeRepoStream,
-  type TestCommit,
-} from "../appview/_test_helpers.ts";
 import { createJetstreamConsumer } from "../appview/ingest/sources/jetstream.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import type { StreamConsumer } from "../appview/ingest/sources/stream_consumer.ts";

@@ -7,10 +7,16 @@
 
 import assert from "node:assert/strict";
 import { silentLogger } from "../../shared/log.ts";
-import { accessClaims, ALICE, DidDocServer, didDocument, makeSigner } from "../auth/_testing.ts";
+import {
+  accessClaims,
+  ALICE,
+  DidDocServer,
+  didDocument,
+  makeSigner,
+  openQueryHarness,
+} from "../_test_helpers.ts";
 import { createTokenVerifier } from "../auth/verifier.ts";
 import { loadAppviewConfig } from "../config.ts";
-import { openQueryHarness } from "./_query_testing.ts";
 
 const BOB = "did:plc:bob2345678abcdefghijklm";
 

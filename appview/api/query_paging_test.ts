@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import { didOf, followOp, handleOp, postOp, uriOf } from "../_fixtures.ts";
-import { openQueryHarness, type QueryHarness } from "./_query_testing.ts";
+import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
 
 const VIEWER = didOf("viewer");
 

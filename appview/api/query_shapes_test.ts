@@ -17,7 +17,7 @@ import {
   uriOf,
 } from "../_fixtures.ts";
 import { placeholderHandle } from "../db/handles.ts";
-import { assertPostShape, openQueryHarness, type QueryHarness } from "./_query_testing.ts";
+import { assertPostShape, openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");

@@ -12,7 +12,7 @@ import {
 } from "../../shared/nsid.ts";
 import { LoginRequiredError, MemorySessionStore, SocialClient } from "../../shared/client.ts";
 import { deleteOp, didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../_fixtures.ts";
-import { openQueryHarness, type QueryHarness } from "./_query_testing.ts";
+import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
 import { MAX_VIEWER_ENTRIES } from "./viewer.ts";
 
 const VIEWER = didOf("viewer");

@@ -14,19 +14,18 @@ import { TokenVerifier } from "./verifier.ts";
 import {
   accessClaims,
   ALICE,
-  captureLog,
   DidDocServer,
   didDocument,
-  FakeClock,
   makeSigner,
   SERVICE_DID,
-} from "./_testing.ts";
+} from "../_test_helpers.ts";
+import { captureLogRecords, ManualClock } from "../../runtime/_test_helpers.ts";
 
 const T0 = Date.parse("2025-06-01T12:00:00Z");
 
 function makeVerifier(
   server: DidDocServer,
-  clock: FakeClock,
+  clock: ManualClock,
   opts: { sink?: (line: string) => void; timeoutMs?: number } = {},
 ) {
   const log = opts.sink ? createLogger("appview.auth", { sink: opts.sink }) : silentLogger;
@@ -58,7 +57,7 @@ async function outcome(verifier: TokenVerifier, token: string): Promise<string> 
 }
 
 Deno.test("rotation: a token of the new key succeeds after exactly one re-fetch", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const oldKey = await makeSigner("secret before rotation");
   const newKey = await makeSigner("secret after rotation");
   await using server = new DidDocServer({ body: didDocument(oldKey.keyPair.publicKey) });
@@ -83,7 +82,7 @@ Deno.test("rotation: a token of the new key succeeds after exactly one re-fetch"
 });
 
 Deno.test("rotation: a re-fetch within 60 s of the last attempt does not happen", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const oldKey = await makeSigner("secret before rotation");
   const newKey = await makeSigner("secret after rotation");
   await using server = new DidDocServer({ body: didDocument(oldKey.keyPair.publicKey) });
@@ -100,7 +99,7 @@ Deno.test("rotation: a re-fetch within 60 s of the last attempt does not happen"
 });
 
 Deno.test("a burst of bad tokens causes at most one document fetch per 60 s", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   const attacker = await makeSigner("attacker secret");
   await using server = new DidDocServer({ body: didDocument(key.keyPair.publicKey) });
@@ -127,7 +126,7 @@ Deno.test("a burst of bad tokens causes at most one document fetch per 60 s", as
 });
 
 Deno.test("a failed re-fetch keeps the cached key and returns the original failure", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   const attacker = await makeSigner("attacker secret");
   await using server = new DidDocServer({ body: didDocument(key.keyPair.publicKey) });
@@ -144,11 +143,11 @@ Deno.test("a failed re-fetch keeps the cached key and returns the original failu
 });
 
 Deno.test("host down at startup: warns, then the first request fetches the key once it is up", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   await using server = new DidDocServer({ body: didDocument(key.keyPair.publicKey) });
   await server.stop();
-  const { lines, sink } = captureLog();
+  const { lines, sink } = captureLogRecords();
   const verifier = makeVerifier(server, clock, { sink });
   await verifier.keySource.warmUp();
   const warnings = lines.filter((l) => l.level === "warn");
@@ -170,7 +169,7 @@ Deno.test("host down at startup: warns, then the first request fetches the key o
 });
 
 Deno.test("host down for good: 503 AuthUnavailable with the reason, never a pass", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   await using server = new DidDocServer({ body: didDocument(key.keyPair.publicKey) });
   await server.stop();
@@ -186,7 +185,7 @@ Deno.test("host down for good: 503 AuthUnavailable with the reason, never a pass
 });
 
 Deno.test("a DID document fetch that takes longer than the timeout gives 503", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   await using server = new DidDocServer({ body: didDocument(key.keyPair.publicKey) });
   server.hang = true;
@@ -248,7 +247,7 @@ const UNUSABLE_DOCUMENTS: Array<{ name: string; status?: number; body: unknown; 
 
 for (const doc of UNUSABLE_DOCUMENTS) {
   Deno.test(`a DID document ${doc.name} gives 503, not a pass`, async () => {
-    const clock = new FakeClock(T0);
+    const clock = new ManualClock(T0);
     const key = await makeSigner("the real secret");
     await using server = new DidDocServer({ status: doc.status, body: doc.body });
     const verifier = makeVerifier(server, clock);
@@ -276,7 +275,7 @@ Deno.test("the key is the first verificationMethod with a non-empty publicKeyMul
 });
 
 Deno.test("a key published in the standard compressed Multikey form is accepted", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   await using server = new DidDocServer({
     body: { verificationMethod: [{ publicKeyMultibase: encodeMultikey(key.keyPair.publicKey) }] },
@@ -286,7 +285,7 @@ Deno.test("a key published in the standard compressed Multikey form is accepted"
 });
 
 Deno.test("concurrent first requests share one document fetch", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const key = await makeSigner("the real secret");
   await using server = new DidDocServer({ body: didDocument(key.keyPair.publicKey) });
   const verifier = makeVerifier(server, clock);
@@ -301,11 +300,11 @@ Deno.test("concurrent first requests share one document fetch", async () => {
 Deno.test("key source log lines show the account host URL without its credentials", async () => {
   await using server = new DidDocServer({ body: {} });
   await server.stop();
-  const { lines, sink } = captureLog();
+  const { lines, sink } = captureLogRecords();
   const keySource = new PdsKeySource({
     pdsUrl: server.url.replace("http://", "http://operator:hunter2@"),
     log: createLogger("appview.auth", { sink }),
-    now: new FakeClock(T0).now,
+    now: new ManualClock(T0).now,
   });
   await keySource.warmUp();
   assert.equal(

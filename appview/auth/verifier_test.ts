@@ -19,17 +19,16 @@ import { PdsKeySource } from "./key_source.ts";
 import {
   accessClaims,
   ALICE,
-  captureLog,
   DidDocServer,
   didDocument,
-  FakeClock,
   forgeHs256Token,
   forgeNoneToken,
   makeSigner,
   segment,
   SERVICE_DID,
   type TestSigner,
-} from "./_testing.ts";
+} from "../_test_helpers.ts";
+import { captureLogRecords, ManualClock } from "../../runtime/_test_helpers.ts";
 
 const T0 = Date.parse("2025-06-01T12:00:00Z");
 
@@ -45,7 +44,7 @@ function privateApp(verifier: TokenVerifier): Hono<AuthEnv> {
 }
 
 interface Setup extends AsyncDisposable {
-  clock: FakeClock;
+  clock: ManualClock;
   signer: TestSigner;
   server: DidDocServer;
   verifier: TokenVerifier;
@@ -57,10 +56,10 @@ interface Setup extends AsyncDisposable {
 async function setup(
   opts: { authRequired?: boolean; warm?: boolean; pdsUrl?: (url: string) => string } = {},
 ): Promise<Setup> {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const signer = await makeSigner("pds secret one");
   const server = new DidDocServer({ body: didDocument(signer.keyPair.publicKey) });
-  const { lines, sink } = captureLog();
+  const { lines, sink } = captureLogRecords();
   const verifier = createTokenVerifier(
     {
       serviceDid: SERVICE_DID,
@@ -275,7 +274,7 @@ Deno.test("rejected tokens are not cached", async () => {
 });
 
 Deno.test("the token cache is bounded and drops the oldest entries", async () => {
-  const clock = new FakeClock(T0);
+  const clock = new ManualClock(T0);
   const signer = await makeSigner("pds secret one");
   await using server = new DidDocServer({ body: didDocument(signer.keyPair.publicKey) });
   const keySource = new PdsKeySource({ pdsUrl: server.url, log: silentLogger, now: clock.now });

@@ -7,7 +7,7 @@ import {
   PROFILE_RKEY,
 } from "../../shared/nsid.ts";
 import type { IndexOp, RecordOp } from "../../shared/ops.ts";
-import { dumpTables } from "../db/_testing.ts";
+import { dumpTables } from "../_test_helpers.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../db/state.ts";
 import { MAX_EMBED_JSON_LENGTH } from "../../shared/records.ts";
 import { IndexWriter } from "./apply_ops.ts";

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { serveOnPort0 } from "../../runtime/_test_helpers.ts";
 import { DidResolver, handleFromDocument, HandleResolutionError } from "./did_resolver.ts";
 import type { HostLookup } from "./safe_fetch.ts";
-import { atprotoTxtRecords } from "./_testing.ts";
+import { atprotoTxtRecords } from "../_test_helpers.ts";
 
 // Spec 4.3 rule 1: did:plc via the DID directory, did:web via HTTPS, DIDs hosted on the local
 // account host via its resolveHandle (POST, the DID in `handle`; the response `handle` is used).

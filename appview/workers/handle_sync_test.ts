@@ -9,7 +9,7 @@ import { placeholderHandle } from "../db/handles.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";
 import { DidResolver } from "./did_resolver.ts";
 import { HandleSync } from "./handle_sync.ts";
-import { atprotoTxtRecords } from "./_testing.ts";
+import { atprotoTxtRecords } from "../_test_helpers.ts";
 
 // Spec 4.3 rule 1; the acceptance scenario of issue 9 is tests/handle_sync_test.ts.
 

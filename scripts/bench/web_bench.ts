@@ -14,7 +14,7 @@
  * The viewer is the query bench's first viewer, so the home timeline takes the follow-graph
  * branch. The account host is a stand-in on loopback: it publishes the DID document of the key
  * the session's token is signed with (minted as the account host mints it,
- * `appview/auth/_testing.ts`) and answers 404 to everything else, so avatars fail at once.
+ * `appview/_test_helpers.ts`) and answers 404 to everything else, so avatars fail at once.
  *
  * The page is Debian's Chromium, headless, driven by puppeteer-core at 1280 x 900; the session
  * is put into the index origin's `localStorage` (`social.session`) before the app is opened.
@@ -26,7 +26,7 @@
 import { launchBrowser } from "../../tests/_browser.ts";
 import type { Browser } from "puppeteer-core";
 import { createLogger } from "../../shared/log.ts";
-import { accessClaims, didDocument, makeSigner, PDS_DID } from "../../appview/auth/_testing.ts";
+import { accessClaims, didDocument, makeSigner, PDS_DID } from "../../appview/_test_helpers.ts";
 import { DID_DOCUMENT_PATH } from "../../appview/auth/key_source.ts";
 import { loadAppviewConfig } from "../../appview/config.ts";
 import { startAppview } from "../../appview/server.ts";

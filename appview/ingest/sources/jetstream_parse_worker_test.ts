@@ -6,14 +6,14 @@ import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
 import { startFakeJetstream } from "../../../tests/_util.ts";
 import { waitFor } from "../../../runtime/_test_helpers.ts";
-import { dumpTables } from "../../db/_testing.ts";
-import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
   captureLogRecords,
+  dumpTables,
   FAST_BACKOFF,
   makeCommit,
   openTestContext,
 } from "../../_test_helpers.ts";
+import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
   acceptJetstreamEvent,
   type JetstreamParsed,

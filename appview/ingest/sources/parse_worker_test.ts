@@ -6,16 +6,16 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
 import { makeTempDir, waitFor } from "../../../runtime/_test_helpers.ts";
-import { dumpTables } from "../../db/_testing.ts";
-import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
   captureLogRecords,
+  dumpTables,
   FAST_BACKOFF,
   infoFrame,
   makeCommit,
   openTestContext,
   startFakeRepoStream,
 } from "../../_test_helpers.ts";
+import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import { LocalStreamProtocol, MAX_LOCAL_FRAME_BYTES, parseLocalFrame } from "./local_stream.ts";
 import { encodeParsed, OffThreadParser } from "./parse_worker.ts";
 import { StreamConsumer } from "./stream_consumer.ts";
