@@ -40,9 +40,6 @@ export interface TestSystem extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-// Until scripts/bench/public_ingest_bench.ts imports it from runtime/_test_helpers.ts.
-export { freePort } from "../runtime/_test_helpers.ts";
-
 /** The ingest secret the account host and the index share. */
 export const INGEST_SECRET = "e2e-ingest-secret";
 

@@ -34,7 +34,7 @@ import {
 import { revOf } from "../../appview/_test_helpers.ts";
 import { COLLECTION_LIKE, COLLECTION_POST, COLLECTION_REPOST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
-import { freePort } from "../../tests/_system.ts";
+import { freePort } from "../../runtime/_test_helpers.ts";
 import { baseEnv } from "../../tests/_util.ts";
 import { type BenchResult, printTable } from "./_types.ts";
 import { generateOps } from "./ingest_bench.ts";
