@@ -16,8 +16,8 @@ import { presentNotification } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import type { AppviewContext } from "../context.ts";
 import { invalidRequest } from "./errors.ts";
-import { checkDid, cursorParam, didParam, echo, limitParam } from "./params.ts";
-import type { PrivateGuard } from "./private_guard.ts";
+import { checkDid, cursorParam, echo, limitParam } from "./params.ts";
+import { type PrivateGuard, subjectParam } from "./private_guard.ts";
 
 /** Routes of notifications. */
 export function notificationRoutes(
@@ -27,8 +27,7 @@ export function notificationRoutes(
 ): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   app.get("/api/notifications", guard.middleware, (c) => {
-    const did = didParam(c);
-    guard.checkSubject(c, did);
+    const did = subjectParam(c, guard);
     const page = views.notifications.list(did, {
       limit: limitParam(c),
       cursor: cursorParam(c, decodeIdKey),
@@ -39,8 +38,7 @@ export function notificationRoutes(
     });
   });
   app.get("/api/notifications/count", guard.middleware, (c) => {
-    const did = didParam(c);
-    guard.checkSubject(c, did);
+    const did = subjectParam(c, guard);
     return c.json({ count: views.notifications.unreadCount(did) });
   });
   app.post("/api/notifications/seen", guard.middleware, async (c) => {

@@ -10,6 +10,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { type AuthEnv, checkSubject, requireViewer, type TokenVerifier } from "../auth/verifier.ts";
 import { ApiError } from "./errors.ts";
+import { didParam } from "./params.ts";
 
 /** Middleware and subject check of the private endpoints. */
 export interface PrivateGuard {
@@ -34,4 +35,11 @@ export function privateGuard(verifier: TokenVerifier | null, authRequired: boole
       throw new ApiError(503, "AuthUnavailable", "Token verification is not configured");
     },
   };
+}
+
+/** The `did` query parameter of a private endpoint, checked against the token subject (rule 3). */
+export function subjectParam(c: Context<AuthEnv>, guard: PrivateGuard): string {
+  const did = didParam(c);
+  guard.checkSubject(c, did);
+  return did;
 }

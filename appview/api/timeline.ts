@@ -9,15 +9,14 @@ import type { AuthEnv } from "../auth/verifier.ts";
 import { decodeTextKey, nextCursor } from "../views/cursor.ts";
 import { presentPost } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
-import { cursorParam, didParam, limitParam } from "./params.ts";
-import type { PrivateGuard } from "./private_guard.ts";
+import { cursorParam, limitParam } from "./params.ts";
+import { type PrivateGuard, subjectParam } from "./private_guard.ts";
 
 /** Routes of the home timeline. */
 export function timelineRoutes(views: Views, guard: PrivateGuard): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   app.get("/api/timeline/home", guard.middleware, (c) => {
-    const did = didParam(c);
-    guard.checkSubject(c, did);
+    const did = subjectParam(c, guard);
     const page = views.timeline.home(did, {
       limit: limitParam(c),
       cursor: cursorParam(c, decodeTextKey),
