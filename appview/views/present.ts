@@ -33,24 +33,14 @@ export type Notification = Required<WireNotification>;
 export const POST_COLUMNS = `id, uri, did, handle, rkey, collection, text, cid, parent_uri,
   root_uri, embed, langs, created_at, like_count, repost_count, avatar_cid, indexed_at`;
 
-/** A `posts` row as selected by {@link POST_COLUMNS}. */
-export interface PostRow {
+/**
+ * A `posts` row as selected by {@link POST_COLUMNS}: the wire post's columns, `embed` and `langs`
+ * as stored (JSON text), plus the row id and arrival time.
+ */
+export interface PostRow extends Omit<Post, "embed" | "langs"> {
   id: number;
-  uri: string;
-  did: string;
-  handle: string;
-  rkey: string;
-  collection: string;
-  text: string;
-  cid: string;
-  parent_uri: string | null;
-  root_uri: string | null;
   embed: string | null;
   langs: string;
-  created_at: string;
-  like_count: number;
-  repost_count: number;
-  avatar_cid: string | null;
   indexed_at: string;
 }
 
