@@ -1,12 +1,14 @@
 /**
  * Opening the account host's KV store from a command line (`invite`, `compact`). A store file
  * that does not exist is refused, not created: a wrong or missing `DATA_DIR` would otherwise give
- * a new empty store, and `invite create` would print codes the server never sees.
+ * a new empty store, and `invite create` would print codes the server never sees. Also the
+ * `import.meta.main` part both commands share ({@link runCliMain}).
  *
  * @module
  */
 
 import type { PdsConfig } from "../pds/config.ts";
+import { readPdsEnv } from "../pds/config.ts";
 import { openPdsKv } from "../pds/server.ts";
 
 /** The configured store file does not exist; the message says where it was looked for. */
@@ -46,4 +48,29 @@ async function exists(path: string): Promise<boolean> {
 
 function absolute(path: string): string {
   return path.startsWith("/") ? path : `${Deno.cwd()}/${path.replace(/^(\.\/)+/, "")}`;
+}
+
+/** Where a command line writes its output, one line at a time. */
+export interface CliIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/**
+ * Runs a command line (`runInviteCli`, `runCompactCli`) on the process's arguments and account
+ * host environment, printing to the console, and exits with its code; a throw is printed as
+ * `<name>: <message>` and exits 1.
+ */
+export async function runCliMain(
+  name: string,
+  run: (args: string[], env: Record<string, string | undefined>, io: CliIo) => Promise<number>,
+): Promise<never> {
+  const code = await run(Deno.args, readPdsEnv(), {
+    out: (line) => console.log(line),
+    err: (line) => console.error(line),
+  }).catch((e) => {
+    console.error(`${name}: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  });
+  Deno.exit(code);
 }

@@ -24,8 +24,8 @@
 import { parseArgs } from "node:util";
 import { isValidDid } from "../shared/syntax.ts";
 import { silentLogger } from "../shared/log.ts";
-import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
-import { openExistingPdsKv, StoreMissingError } from "./_pds_store.ts";
+import { loadPdsConfig } from "../pds/config.ts";
+import { type CliIo, openExistingPdsKv, runCliMain, StoreMissingError } from "./_pds_store.ts";
 import { RepoService } from "../pds/repo/repository.ts";
 import type { RepoRoot } from "../pds/repo/repo_root.ts";
 import { BlockStore } from "../pds/repo/block_store.ts";
@@ -41,7 +41,7 @@ const USAGE = `Usage:
 export async function runCompactCli(
   args: string[],
   env: Record<string, string | undefined>,
-  io: { out: (line: string) => void; err: (line: string) => void },
+  io: CliIo,
 ): Promise<number> {
   let dids: string[];
   try {
@@ -135,13 +135,4 @@ async function repositoriesWithGarbage(kv: Deno.Kv): Promise<string[]> {
   return out;
 }
 
-if (import.meta.main) {
-  const code = await runCompactCli(Deno.args, readPdsEnv(), {
-    out: (line) => console.log(line),
-    err: (line) => console.error(line),
-  }).catch((e) => {
-    console.error(`compact: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
-  });
-  Deno.exit(code);
-}
+if (import.meta.main) await runCliMain("compact", runCompactCli);

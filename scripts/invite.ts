@@ -18,8 +18,8 @@
  */
 
 import { parseArgs } from "node:util";
-import { loadPdsConfig, readPdsEnv } from "../pds/config.ts";
-import { openExistingPdsKv, StoreMissingError } from "./_pds_store.ts";
+import { loadPdsConfig } from "../pds/config.ts";
+import { type CliIo, openExistingPdsKv, runCliMain, StoreMissingError } from "./_pds_store.ts";
 import { createInviteCodes, disableInviteCode, listInviteCodes } from "../pds/accounts/invites.ts";
 
 const USAGE = `Usage:
@@ -37,7 +37,7 @@ class UsageError extends Error {}
 export async function runInviteCli(
   args: string[],
   env: Record<string, string | undefined>,
-  io: { out: (line: string) => void; err: (line: string) => void },
+  io: CliIo,
 ): Promise<number> {
   let command: Command;
   try {
@@ -173,13 +173,4 @@ function positiveInt(flag: string, value: string | undefined, max: number): numb
   return Number(value);
 }
 
-if (import.meta.main) {
-  const code = await runInviteCli(Deno.args, readPdsEnv(), {
-    out: (line) => console.log(line),
-    err: (line) => console.error(line),
-  }).catch((e) => {
-    console.error(`invite: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
-  });
-  Deno.exit(code);
-}
+if (import.meta.main) await runCliMain("invite", runInviteCli);
