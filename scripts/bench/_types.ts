@@ -18,6 +18,25 @@ export interface BenchResult {
   note?: string;
 }
 
+/** The index's ingest budget (docs/behaviour.md 12), in ops a second. */
+export const INGEST_BUDGET_OPS_PER_SECOND = 20_000;
+
+/** A row measured against the ingest budget: `figure` ops a second. */
+export function ingestBudgetRow(name: string, figure: number): BenchResult {
+  return {
+    name,
+    figure,
+    unit: "ops/s",
+    budget: ">= 20,000 ops/s",
+    pass: figure >= INGEST_BUDGET_OPS_PER_SECOND,
+  };
+}
+
+/** An informational row: no budget, so it always passes. */
+export function informationalRow(name: string, figure: number, unit: string): BenchResult {
+  return { name, figure, unit, budget: "-", pass: true };
+}
+
 /** Percentile (0-100) of a list of numbers, by nearest rank. */
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return NaN;

@@ -28,13 +28,12 @@ import {
 import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import process from "node:process";
-import { type BenchResult, printTable } from "./_types.ts";
+import { type BenchResult, informationalRow, ingestBudgetRow, printTable } from "./_types.ts";
 
 const TOTAL_OPS = Number(Deno.env.get("INGEST_BENCH_OPS") ?? 200_000);
 const USERS = 10_000;
 /** Ops per applyOps call: what a consumer folds from a backlog (`MAX_BATCH_OPS`). */
 const CHUNK = MAX_BATCH_OPS;
-const BUDGET_OPS_PER_SECOND = 20_000;
 
 /** Deterministic pseudo-random numbers (mulberry32). */
 function makeRandom(seed: number): (n: number) => number {
@@ -143,29 +142,14 @@ export async function benchIngest(): Promise<BenchResult[]> {
       : (ops.length - halfwayOps) / ((end - halfway) / 1000);
     const perCpuSecond = ops.length / ((cpu.user + cpu.system) / 1e6);
     return [
-      {
-        name: `index ingest (applyOps, realistic mix, ${ops.length / 1000}k ops)`,
-        figure: overall,
-        unit: "ops/s",
-        budget: ">= 20,000 ops/s",
-        pass: overall >= BUDGET_OPS_PER_SECOND,
-      },
-      {
-        name: `index ingest, second ${(ops.length - halfwayOps) / 1000}k ops (sustained)`,
-        figure: secondHalf,
-        unit: "ops/s",
-        budget: ">= 20,000 ops/s",
-        pass: secondHalf >= BUDGET_OPS_PER_SECOND,
-      },
-      {
-        // Informational: throughput per CPU-second of this process, which stays meaningful
-        // when other processes compete for the two cores.
-        name: "index ingest per CPU-second (informational)",
-        figure: perCpuSecond,
-        unit: "ops/cpu-s",
-        budget: "-",
-        pass: true,
-      },
+      ingestBudgetRow(`index ingest (applyOps, realistic mix, ${ops.length / 1000}k ops)`, overall),
+      ingestBudgetRow(
+        `index ingest, second ${(ops.length - halfwayOps) / 1000}k ops (sustained)`,
+        secondHalf,
+      ),
+      // Informational: throughput per CPU-second of this process, which stays meaningful
+      // when other processes compete for the two cores.
+      informationalRow("index ingest per CPU-second (informational)", perCpuSecond, "ops/cpu-s"),
     ];
   } finally {
     await checkpointer.stop();
