@@ -140,7 +140,9 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
     pdsUrl,
     pdsStreamUrl: `${pdsUrl.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`,
     authRequired: parseBool(env, "APPVIEW_AUTH_REQUIRED", true),
-    corsOrigins: cors === undefined ? null : parseOriginList("APPVIEW_CORS_ORIGINS", cors),
+    corsOrigins: cors === undefined
+      ? null
+      : parseOrigins("APPVIEW_CORS_ORIGINS", cors, { error: (m) => new ConfigError(m) }),
     ingestSecret: nonEmpty(env, "APPVIEW_INGEST_SECRET") ?? null,
     jetstreamUrl: jetstream === undefined ? null : parseWsUrl("APPVIEW_JETSTREAM_URL", jetstream),
     plcUrl: parseUrl(env, "APPVIEW_PLC_URL", "https://plc.directory"),
@@ -214,16 +216,6 @@ function parseWsUrl(name: string, raw: string): string {
     throw new ConfigError(`${name} must not have a #fragment, got ${redactUrl(raw)}`);
   }
   return raw;
-}
-
-/** {@link parseOrigins} of `shared/`, its error as this server's {@link ConfigError}. */
-function parseOriginList(name: string, raw: string): readonly string[] {
-  try {
-    return parseOrigins(name, raw);
-  } catch (err) {
-    if (!(err instanceof SyntaxError)) throw err;
-    throw new ConfigError(err.message, { cause: err });
-  }
 }
 
 function parsePort(env: Env, name: string, fallback: number): number {

@@ -173,7 +173,9 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     jwtSecret,
     inviteRequired: parseBool("PDS_INVITE_REQUIRED", get("PDS_INVITE_REQUIRED") ?? "false"),
     trustProxy: parseBool("PDS_TRUST_PROXY", get("PDS_TRUST_PROXY") ?? "false"),
-    corsOrigins: cors === undefined ? null : parseOriginList("PDS_CORS_ORIGINS", cors),
+    corsOrigins: cors === undefined
+      ? null
+      : parseOrigins("PDS_CORS_ORIGINS", cors, { error: (m) => new ConfigError(m) }),
     handleDomains: Object.freeze(
       parseHandleDomains(get("PDS_HANDLE_DOMAINS") ?? DEFAULTS.PDS_HANDLE_DOMAINS),
     ),
@@ -236,16 +238,6 @@ function parseBool(name: string, value: string): boolean {
   if (v === "true" || v === "1" || v === "yes") return true;
   if (v === "false" || v === "0" || v === "no") return false;
   throw new ConfigError(`${name} must be true or false, got ${q(value)}`);
-}
-
-/** {@link parseOrigins} of `shared/`, its error as this server's {@link ConfigError}. */
-function parseOriginList(name: string, raw: string): readonly string[] {
-  try {
-    return parseOrigins(name, raw);
-  } catch (err) {
-    if (!(err instanceof SyntaxError)) throw err;
-    throw new ConfigError(err.message, { cause: err });
-  }
 }
 
 function parseHandleDomains(value: string): string[] {

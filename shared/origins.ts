@@ -1,7 +1,7 @@
 /**
  * Parsing of a configured list of web origins for CORS (`APPVIEW_CORS_ORIGINS`,
- * `PDS_CORS_ORIGINS`). Pure: each server's `config.ts` reads the variable and wraps the error in
- * its own `ConfigError`.
+ * `PDS_CORS_ORIGINS`). Pure: each server's `config.ts` reads the variable and has the error made
+ * as its own `ConfigError`.
  *
  * @module
  */
@@ -10,8 +10,9 @@
  * Parses a comma-separated list of web origins (`scheme://host[:port]`) into the form browsers
  * send in `Origin`: a trailing slash is dropped, the host lower-cased (IDNA-encoded), a default
  * port removed; empty entries are skipped. Anything else (a path, a query, a bare host name, `*`)
- * could never match, so it throws a `SyntaxError` naming `name` and the entry, for the caller to
- * stop startup with instead of silently blocking every browser.
+ * could never match, so it throws an error naming `name` and the entry (a `SyntaxError`, or what
+ * `opts.error` makes of the message), for the caller to stop startup with instead of silently
+ * blocking every browser.
  *
  * @example
  * ```ts
@@ -21,12 +22,17 @@
  * // https://app.example, got "app.example/path"
  * ```
  */
-export function parseOrigins(name: string, raw: string): readonly string[] {
+export function parseOrigins(
+  name: string,
+  raw: string,
+  opts: { error?: (message: string) => Error } = {},
+): readonly string[] {
+  const error = opts.error ?? ((message: string) => new SyntaxError(message));
   const origins: string[] = [];
   for (const entry of raw.split(",").map((o) => o.trim()).filter((o) => o !== "")) {
     const origin = toOrigin(entry);
     if (origin === null) {
-      throw new SyntaxError(
+      throw error(
         `${name} entries must be origins such as https://app.example, got ${JSON.stringify(entry)}`,
       );
     }
