@@ -52,32 +52,43 @@ export interface VerifiedClaims extends JwtClaims {
 
 /** Issues an access token for `did`. */
 export function signAccessToken(ctx: PdsContext, did: string): Promise<string> {
-  const iat = Math.floor(ctx.now() / 1000);
-  const claims: JwtClaims = {
-    iss: ctx.config.serviceDid,
-    sub: did,
+  return signToken(ctx, did, {
     aud: ctx.config.appviewServiceDid,
-    iat,
-    exp: iat + ACCESS_TTL_SECONDS,
+    ttlSeconds: ACCESS_TTL_SECONDS,
     jti: randomId(16),
     scope: ACCESS_SCOPE,
-  };
-  return signJwt(claims, ctx.serviceKeys.signingKey, { typ: ACCESS_TYP });
+    typ: ACCESS_TYP,
+  });
 }
 
 /** Issues a refresh token for `did` with the given `jti` (its KV record is the caller's). */
 export function signRefreshToken(ctx: PdsContext, did: string, jti: string): Promise<string> {
+  return signToken(ctx, did, {
+    aud: ctx.config.serviceDid,
+    ttlSeconds: REFRESH_TTL_SECONDS,
+    jti,
+    scope: REFRESH_SCOPE,
+    typ: REFRESH_TYP,
+  });
+}
+
+/** Signs a token of this account host for `did`, issued now. */
+function signToken(
+  ctx: PdsContext,
+  did: string,
+  opts: { aud: string; ttlSeconds: number; jti: string; scope: string; typ: string },
+): Promise<string> {
   const iat = Math.floor(ctx.now() / 1000);
   const claims: JwtClaims = {
     iss: ctx.config.serviceDid,
     sub: did,
-    aud: ctx.config.serviceDid,
+    aud: opts.aud,
     iat,
-    exp: iat + REFRESH_TTL_SECONDS,
-    jti,
-    scope: REFRESH_SCOPE,
+    exp: iat + opts.ttlSeconds,
+    jti: opts.jti,
+    scope: opts.scope,
   };
-  return signJwt(claims, ctx.serviceKeys.signingKey, { typ: REFRESH_TYP });
+  return signJwt(claims, ctx.serviceKeys.signingKey, { typ: opts.typ });
 }
 
 /** Verifies an access token: signature, expiry, `typ`, scope, issuer, audience, subject. */
