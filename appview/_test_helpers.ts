@@ -45,6 +45,7 @@ import {
   RESOLVE_DID_PATH,
 } from "./ingest/sources/account_directory.ts";
 import { serveOnPort0, type TestServer, waitFor } from "../runtime/_test_helpers.ts";
+import { toJetstreamEvent } from "./ingest/sources/_jetstream_stand_in.ts";
 
 /** A debug-level logger whose lines are kept parsed (`runtime/_test_helpers.ts`). */
 export { captureLogRecords } from "../runtime/_test_helpers.ts";
@@ -152,21 +153,9 @@ export function makeCommit(
       return JSON.parse(JSON.stringify(body));
     },
     jetstream(firstTimeUs) {
-      return real.map((op, i) => {
-        const commit: Record<string, unknown> = {
-          rev,
-          operation: op.action,
-          collection: op.collection,
-          rkey: op.rkey,
-        };
-        if (op.record !== null) {
-          commit.record = op.record;
-          commit.cid = op.cid;
-        }
-        return JSON.parse(
-          JSON.stringify({ did, time_us: firstTimeUs + i, kind: "commit", commit }),
-        );
-      });
+      return real.map((op, i) =>
+        JSON.parse(JSON.stringify(toJetstreamEvent(op, firstTimeUs + i, rev)))
+      );
     },
   };
 }
