@@ -3,8 +3,7 @@
 // visible partial blob, and every chunk it left without metadata is found by the sweep.
 import assert from "node:assert/strict";
 import { makeTempDir } from "../../tests/_util.ts";
-import { signUp, TEST_JWT_SECRET, xrpcPost } from "../_test_helpers.ts";
-import { spawnPds } from "../sequencer/_stream_test_util.ts";
+import { signUp, spawnPds, TEST_JWT_SECRET, xrpcPost } from "../_test_helpers.ts";
 import { getBlob } from "./blob_store.ts";
 import { sweepInterruptedUploads, UPLOAD_GRACE_MS } from "./blob_gc.ts";
 

@@ -4,10 +4,9 @@
 // budget of stream.ts). Raw TCP clients, so that a frame header can be sent without its payload.
 
 import assert from "node:assert/strict";
-import { signUp, startTestServer } from "../_test_helpers.ts";
+import { signUp, startTestServer, subscribeUrl, writePosts } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { MAX_CLIENT_MESSAGE_BYTES } from "./stream.ts";
-import { subscribeUrl, writePosts } from "./_stream_test_util.ts";
 
 /** What the server did after the client's last write. */
 interface Outcome {

@@ -3,9 +3,8 @@
 
 import assert from "node:assert/strict";
 import { waitFor } from "../../tests/_util.ts";
-import { startTestServer } from "../_test_helpers.ts";
+import { startTestServer, StreamClient } from "../_test_helpers.ts";
 import { DEFAULT_STREAM_LIMITS } from "./stream.ts";
-import { StreamClient } from "./_stream_test_util.ts";
 
 /** Sends a WebSocket upgrade request over raw TCP; returns the status and the JSON body. */
 async function upgradeAttempt(

@@ -7,15 +7,19 @@ import { verifyRepoCar } from "@atproto/repo";
 import { type CID, formatCid } from "../../shared/cid.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { makeTempDir, waitFor } from "../../tests/_util.ts";
-import { signUp, startTestServer, TEST_JWT_SECRET, xrpcGet, xrpcPost } from "../_test_helpers.ts";
-import { readHeadSeq } from "./event_log.ts";
 import {
+  signUp,
   spawnPds,
+  startTestServer,
   StreamClient,
+  TEST_JWT_SECRET,
   writePosts,
   type Writer,
   type WrittenRecord,
-} from "./_stream_test_util.ts";
+  xrpcGet,
+  xrpcPost,
+} from "../_test_helpers.ts";
+import { readHeadSeq } from "./event_log.ts";
 
 async function readHeadOf(kvPath: string): Promise<number> {
   const kv = await Deno.openKv(kvPath);

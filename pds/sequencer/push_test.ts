@@ -6,11 +6,10 @@ import { formatCid } from "../../shared/cid.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE } from "../../shared/nsid.ts";
 import { opsFromPush } from "../../shared/ops.ts";
 import { serveOnPort0, waitFor } from "../../tests/_util.ts";
-import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import { signUp, startTestServer, writePosts, xrpcPost } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { pushBodyOf } from "./push.ts";
 import type { SequencedCommit } from "./sequencer.ts";
-import { writePosts } from "./_stream_test_util.ts";
 
 const SECRET = "ingest-secret-for-tests";
 

@@ -3,11 +3,10 @@
 
 import assert from "node:assert/strict";
 import { makeTempDir, waitFor } from "../../tests/_util.ts";
-import { offsetClock, signUp, startTestServer } from "../_test_helpers.ts";
+import { offsetClock, signUp, startTestServer, StreamClient } from "../_test_helpers.ts";
 import { readHeadSeq, readOldestSeq } from "./event_log.ts";
 import { deleteEventsBefore, pruneEvents } from "./retention.ts";
 import { seqEventChunkKey } from "../store/keys.ts";
-import { StreamClient } from "./_stream_test_util.ts";
 import { applyWrites } from "../repo/service.ts";
 import type { PdsContext } from "../context.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";

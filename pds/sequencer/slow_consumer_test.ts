@@ -5,9 +5,8 @@
 import assert from "node:assert/strict";
 import { decodeFrame } from "../../shared/frame.ts";
 import { waitFor } from "../../tests/_util.ts";
-import { signUp, startTestServer } from "../_test_helpers.ts";
+import { RawWsClient, signUp, startTestServer, writePosts, type Writer } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { RawWsClient, writePosts, type Writer } from "./_stream_test_util.ts";
 
 Deno.test("a subscriber that stops reading while 5,000 commits are written gets OutdatedCursor, then every seq with no gap (spec 6.1 rule 5)", async () => {
   await using s = await startTestServer();

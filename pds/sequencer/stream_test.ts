@@ -6,10 +6,17 @@ import { readCar } from "../../shared/car.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { type CID, formatCid } from "../../shared/cid.ts";
 import { decodeFrame } from "../../shared/frame.ts";
-import { signUp, startTestServer, type TestServer } from "../_test_helpers.ts";
+import {
+  signUp,
+  startTestServer,
+  StreamClient,
+  subscribeUrl,
+  type TestServer,
+  writePosts,
+  type Writer,
+} from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { CLIENT_MESSAGE, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES } from "./stream.ts";
-import { StreamClient, subscribeUrl, writePosts, type Writer } from "./_stream_test_util.ts";
 import { waitFor } from "../../tests/_util.ts";
 
 async function signUpWriters(s: TestServer, n: number, prefix: string): Promise<Writer[]> {

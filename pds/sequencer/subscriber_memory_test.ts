@@ -8,9 +8,15 @@ import assert from "node:assert/strict";
 import { decodeFrame } from "../../shared/frame.ts";
 import { COLLECTION_POST, EMBED_EXTERNAL } from "../../shared/nsid.ts";
 import { waitFor } from "../../tests/_util.ts";
-import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
+import {
+  RawWsClient,
+  signUp,
+  startTestServer,
+  StreamClient,
+  type Writer,
+  xrpcPost,
+} from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
-import { RawWsClient, StreamClient, type Writer } from "./_stream_test_util.ts";
 
 const KIB = 1024;
 
