@@ -451,12 +451,17 @@ export interface PdsProcess extends AsyncDisposable {
 
 /**
  * Starts `pds/main.ts` in a child process on a free port with `env` (DATA_DIR etc.) and waits
- * until it listens. Push is off unless `env` sets `APPVIEW_INTERNAL_URL`.
+ * until it listens. Push is off unless `env` sets `APPVIEW_INTERNAL_URL`. `v8Flags` (one
+ * `--v8-flags=...` argument) runs it as the server tasks do.
  */
-export async function spawnPds(env: Record<string, string>): Promise<PdsProcess> {
+export async function spawnPds(
+  env: Record<string, string>,
+  opts: { v8Flags?: string } = {},
+): Promise<PdsProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
+      ...(opts.v8Flags === undefined ? [] : [opts.v8Flags]),
       `--allow-ffi=${LIBCRYPTO_PATHS.join(",")}`, // as `deno task pds` (OpenSSL signing)
       "--allow-net",
       "--allow-read",

@@ -3,11 +3,12 @@
  * subscribers over 200 large events add at most 100 MB to the account host's resident memory,
  * and it returns to within 50 MB of its start after they close.
  *
- * A real account host runs in a child process (`pds/main.ts` with the server tasks' V8 flags,
- * temp KV file, port 0). One account writes 200 posts, each with a ~19 KB external embed. Then
- * 100 raw TCP clients do the WebSocket upgrade with cursor 0 and never read a byte (Deno's
- * WebSocket client reads eagerly, so it cannot stand in for them): the kernel's socket buffers
- * fill and whatever the host still wants to send stays in the host. The host's RSS (Linux
+ * A real account host runs in a child process (`spawnPds` of `pds/_test_helpers.ts`:
+ * `pds/main.ts` with the server tasks' V8 flags, temp KV file, port 0). One account writes 200
+ * posts, each with a ~19 KB external embed. Then 100 raw TCP clients do the WebSocket upgrade
+ * with cursor 0 and never read a byte (Deno's WebSocket client reads eagerly, so it cannot stand
+ * in for them): the kernel's socket buffers fill and whatever the host still wants to send stays
+ * in the host. The host's RSS (Linux
  * `/proc/<pid>/status` `VmRSS`) is sampled every 100 ms: before the connections, while they are
  * held for {@link HOLD_MS}, and for {@link SETTLE_MS} after the clients have closed them.
  *
@@ -16,7 +17,7 @@
  */
 
 import { COLLECTION_POST, EMBED_EXTERNAL } from "../../shared/nsid.ts";
-import { LIBCRYPTO_PATHS } from "../../pds/repo/native_sign.ts";
+import { spawnPds } from "../../pds/_test_helpers.ts";
 import { type BenchResult, printTable } from "./_types.ts";
 
 const SUBSCRIBERS = 100;
@@ -34,7 +35,11 @@ const SERVER_V8_FLAGS = "--v8-flags=--no-concurrent-marking,--initial-old-space-
 /** Runs the benchmark once. */
 export async function benchSubscriberMemory(): Promise<BenchResult[]> {
   const dir = await Deno.makeTempDir({ prefix: "subscriber-memory-bench-" });
-  const host = await spawnHost(dir);
+  const host = await spawnPds({
+    DATA_DIR: dir,
+    PDS_JWT_SECRET: "subscriber-memory-bench-secret-0123",
+    LOG_LEVEL: "info",
+  }, { v8Flags: SERVER_V8_FLAGS });
   const clients: Deno.TcpConn[] = [];
   try {
     const account = await post(host.url, "com.atproto.server.createAccount", {
@@ -60,13 +65,13 @@ export async function benchSubscriberMemory(): Promise<BenchResult[]> {
       ));
     }
     await sleep(1000);
-    const startMb = await rssMb(host.pid);
+    const startMb = await rssMb(host.child.pid);
 
     for (let i = 0; i < SUBSCRIBERS; i++) clients.push(await openNonReader(host.url));
-    const held = await sampleRss(host.pid, HOLD_MS);
+    const held = await sampleRss(host.child.pid, HOLD_MS);
     const peakMb = Math.max(...held);
     for (const c of clients.splice(0)) c.close();
-    const after = await sampleRss(host.pid, SETTLE_MS);
+    const after = await sampleRss(host.child.pid, SETTLE_MS);
     const endMb = after.at(-1)!;
     const growth = peakMb - startMb;
     const left = endMb - startMb;
@@ -104,75 +109,9 @@ export async function benchSubscriberMemory(): Promise<BenchResult[]> {
     ];
   } finally {
     for (const c of clients) c.close();
-    await host.close();
+    await host.kill();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
-}
-
-interface Host {
-  url: string;
-  pid: number;
-  close(): Promise<void>;
-}
-
-/** Starts `pds/main.ts` on a free port and waits until it logs that it listens. */
-async function spawnHost(dataDir: string): Promise<Host> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
-      SERVER_V8_FLAGS,
-      `--allow-ffi=${LIBCRYPTO_PATHS.join(",")}`,
-      "--allow-net",
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      new URL("../../pds/main.ts", import.meta.url).pathname,
-    ],
-    env: {
-      DATA_DIR: dataDir,
-      PDS_PORT: "0",
-      PDS_HOSTNAME: "127.0.0.1",
-      PDS_JWT_SECRET: "subscriber-memory-bench-secret-0123",
-      APPVIEW_INTERNAL_URL: "off",
-      LOG_LEVEL: "info",
-    },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let found!: (url: string) => void;
-  const listening = new Promise<string>((resolve) => found = resolve);
-  const reading = (async () => {
-    let rest = "";
-    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      const parts = rest.split("\n");
-      rest = parts.pop()!;
-      for (const line of parts) {
-        if (line.includes('"account host listening"')) found(JSON.parse(line).url);
-      }
-    }
-  })();
-  const close = async () => {
-    try {
-      child.kill("SIGTERM");
-    } catch {
-      // Already exited.
-    }
-    await child.status;
-    await reading;
-  };
-  const url = await Promise.race([
-    listening,
-    child.status.then((s) => {
-      throw new Error(`pds exited with ${s.code} before listening`);
-    }),
-  ]).catch(async (err) => {
-    await close();
-    throw err;
-  });
-  return { url, pid: child.pid, close };
 }
 
 /** A TCP connection that completes the subscribeRepos upgrade at cursor 0, then never reads. */
