@@ -19,6 +19,12 @@ import { handleXrpcError } from "./errors.ts";
 const PASSWORD = "correct horse battery";
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
+/** Calls refreshSession with `token`; the status and the parsed body. */
+async function refreshSession(target: Hono<PdsEnv> | string, token: string) {
+  const res = await xrpcPost(target, "com.atproto.server.refreshSession", undefined, bearer(token));
+  return { status: res.status, body: await res.json() };
+}
+
 Deno.test("createSession accepts a handle in any case or the DID as identifier", async () => {
   await using t = await createTestApp();
   const { did } = await signUp(t.app, "dana.test");
@@ -184,15 +190,7 @@ Deno.test("presenting a rotated-out refresh token after the grace window revokes
   const clock = offsetClock();
   await using t = await createTestApp({ now: clock.now });
   const login = await signUp(t.app, "kate.test");
-  const refresh = async (token: string) => {
-    const res = await xrpcPost(
-      t.app,
-      "com.atproto.server.refreshSession",
-      undefined,
-      bearer(token),
-    );
-    return { status: res.status, body: await res.json() };
-  };
+  const refresh = (token: string) => refreshSession(t.app, token);
   const r1 = await refresh(login.refreshJwt);
   const r2 = await refresh(r1.body.refreshJwt);
   assert.equal(r2.status, 200);
@@ -315,15 +313,7 @@ Deno.test("a rotated-out refresh token presented within the grace window gets th
   const clock = offsetClock();
   await using s = await startTestServer({ now: clock.now });
   const login = await signUp(s.url, "late.test");
-  const refresh = async (token: string) => {
-    const res = await xrpcPost(
-      s.url,
-      "com.atproto.server.refreshSession",
-      undefined,
-      bearer(token),
-    );
-    return { status: res.status, body: await res.json() };
-  };
+  const refresh = (token: string) => refreshSession(s.url, token);
   const first = await refresh(login.refreshJwt);
   assert.equal(first.status, 200);
   clock.advance(REFRESH_GRACE_MS - 1000);
