@@ -1,7 +1,7 @@
 /**
  * Assembling and running the account host: `createPdsContext` (keys derived from the secret),
- * `openPdsKv`, and `startPds` (a real server: `node:http` with `ws` for the commit stream, see
- * `node_listener.ts`; used by `main.ts`, `scripts/dev.ts` and tests on port 0).
+ * `openPdsKv`, and `startPds` (a real `Deno.serve` server; used by `main.ts`, `scripts/dev.ts`
+ * and tests on port 0).
  *
  * @module
  */
@@ -27,9 +27,6 @@ import {
 } from "../runtime/wal_checkpointer.ts";
 import { commitSigner } from "./repo/signer.ts";
 import { BlobSweeper } from "./blobs/blob_gc.ts";
-import { AddressInUseError, listenNode, type NodeListener } from "./node_listener.ts";
-import { MAX_CLIENT_MESSAGE_BYTES } from "./sequencer/stream.ts";
-import { STREAM_IDLE_TIMEOUT_S } from "./xrpc/subscribe.ts";
 
 /** HKDF `info` of the service signing key; changing it changes the published key. */
 export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
@@ -132,17 +129,14 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
   const hostname = opts.hostname ?? initial.hostname;
   let app: Hono<PdsEnv> | null = null;
   const listenPort = opts.port ?? initial.port;
-  let server: NodeListener;
+  let server: Deno.HttpServer<Deno.NetAddr>;
   try {
-    server = await listenNode({
-      hostname,
-      port: listenPort,
-      fetch: (req, info) => app ? app.fetch(req, info) : new Response("starting", { status: 503 }),
-      maxClientMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
-      idleTimeoutMs: STREAM_IDLE_TIMEOUT_S * 1000,
-    });
+    server = Deno.serve(
+      { hostname, port: listenPort, onListen() {} },
+      (req, info) => app ? app.fetch(req, info) : new Response("starting", { status: 503 }),
+    );
   } catch (err) {
-    if (err instanceof AddressInUseError) {
+    if (err instanceof Deno.errors.AddrInUse) {
       throw new ConfigError(
         `PDS_PORT: address ${hostname}:${listenPort} is already in use; set PDS_PORT to a free port`,
         { cause: err },
@@ -155,7 +149,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       { cause: err },
     );
   }
-  const port = server.port;
+  const port = server.addr.port;
   const urlHost = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname;
   const url = `http://${urlHost.includes(":") ? `[${urlHost}]` : urlHost}:${port}`;
   let kv: Deno.Kv | null = null;
@@ -202,7 +196,8 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       closing ??= (async () => {
         await stream.close();
         await sweeper.close();
-        await server.close();
+        await server.shutdown();
+        await server.finished;
         // No write is left to queue one: let a running compaction finish, drop queued ones.
         await ctx.repos.compactionsSettled({ stop: true });
         await checkpointer?.stop();
@@ -212,7 +207,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     };
     return { url, ctx, app, close, [Symbol.asyncDispose]: close };
   } catch (err) {
-    await server.close();
+    await server.shutdown();
     await checkpointer?.stop();
     if (kv && !opts.kv) kv.close();
     throw err;

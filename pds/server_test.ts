@@ -33,7 +33,7 @@ Deno.test("startPds on an address it cannot listen on fails naming PDS_HOSTNAME 
     (err: unknown) =>
       err instanceof ConfigError &&
       err.message ===
-        `PDS_HOSTNAME: cannot listen on "not a host!": getaddrinfo ENOTFOUND not a host!`,
+        `PDS_HOSTNAME: cannot listen on "not a host!": invalid host 'not a host!': invalid char found in FQDN`,
   );
 });
 

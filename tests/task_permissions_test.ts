@@ -9,8 +9,6 @@ import { baseEnv, makeTempDir, REPO_ROOT, taskCommand, taskPermissionSet } from 
 const CONFIG_PATH = new URL("deno.json", REPO_ROOT).pathname;
 const config = JSON.parse(await Deno.readTextFile(CONFIG_PATH));
 const ENV = ["DATA_DIR", "LOG_LEVEL", "PDS_*", "APPVIEW_*"];
-/** Read by `ws` (the account host's WebSocket listener) when it loads. */
-const WS_ENV = ["WS_NO_BUFFER_UTIL", "WS_NO_UTF_8_VALIDATE"];
 
 Deno.test("every task that runs deno names a permission set and repeats no permission flag", () => {
   const used = new Set<string>();
@@ -30,14 +28,13 @@ Deno.test("every task that runs deno names a permission set and repeats no permi
 Deno.test("the server and store tasks read only their variables and write only ./data", () => {
   for (const task of ["pds", "consumer:local", "consumer:public", "invite", "compact", "demo"]) {
     const { grants } = taskPermissionSet(config, task);
-    assert.deepEqual(grants.env, task === "pds" ? [...ENV, ...WS_ENV] : ENV, task);
+    assert.deepEqual(grants.env, ENV, task);
     assert.deepEqual(grants.write, ["./data"], task);
   }
   // The index's outbound TLS reads NODE_USE_SYSTEM_CA and the system's certificate settings.
   for (const task of ["dev", "appview", "handle-sync"]) {
     const { grants } = taskPermissionSet(config, task);
-    const expected = ["NODE_USE_SYSTEM_CA", ...ENV, ...(task === "dev" ? WS_ENV : [])];
-    assert.deepEqual(grants.env, expected, task);
+    assert.deepEqual(grants.env, ["NODE_USE_SYSTEM_CA", ...ENV], task);
     assert.deepEqual(grants.write, ["./data"], task);
     assert.equal(grants.sys, true, task);
   }

@@ -28,26 +28,6 @@ import type { Broadcaster, LiveSubscriber } from "./broadcast.ts";
 import { readHeadSeq, readOldestSeq } from "./event_log.ts";
 import { FrameCache } from "./frame_cache.ts";
 
-/**
- * The socket a connection is served on: a `ws` server socket (`pds/node_listener.ts`, open when
- * handed over) or a WHATWG `WebSocket` (opened later: `onopen`).
- */
-export interface StreamSocket {
-  readonly readyState: number;
-  /** Bytes handed to `send` and not yet accepted by the operating system. */
-  readonly bufferedAmount: number;
-  binaryType: string;
-  send(data: Uint8Array): void;
-  close(code?: number, reason?: string): void;
-  onopen: ((event: never) => void) | null;
-  onclose: ((event: never) => void) | null;
-  onerror: ((event: never) => void) | null;
-  onmessage: ((event: { data: unknown }) => void) | null;
-}
-
-const OPEN = 1;
-const CLOSED = 3;
-
 /** Per-connection bounds of the live path. */
 export interface StreamLimits {
   /**
@@ -99,10 +79,7 @@ export const FUTURE_CURSOR = "FutureCursor";
 
 /** Close reason for a subscriber past its client-message budget. */
 export const CLIENT_MESSAGE = "subscribeRepos takes no client messages";
-/**
- * Largest client message ignored (a text keep-alive "ping" is a few bytes); the listener refuses a
- * larger one from its frame header (close code 1009), before reading it.
- */
+/** Largest client message ignored (a text keep-alive "ping" is a few bytes). */
 export const MAX_CLIENT_MESSAGE_BYTES = 1024;
 /** Client messages ignored per {@link CLIENT_MESSAGE_WINDOW_MS}; one more closes. */
 export const MAX_CLIENT_MESSAGES = 30;
@@ -197,7 +174,7 @@ export class StreamHub {
    * Serves an upgraded socket of a client at `address`; `cursor` null means live only.
    * `reserved` as in {@link admission}: it takes a reserved slot while one is free.
    */
-  serve(socket: StreamSocket, cursor: number | null, address = "unknown", reserved = false): void {
+  serve(socket: WebSocket, cursor: number | null, address = "unknown", reserved = false): void {
     const inReserve = reserved && this.#reserved.size < this.#limits.reservedConnections;
     if (!inReserve) this.#perAddress.set(address, (this.#perAddress.get(address) ?? 0) + 1);
     const sub: Subscription = new Subscription({
@@ -255,7 +232,7 @@ type Mode = "starting" | "replay" | "live" | "closed";
 
 /** One subscribeRepos connection. */
 class Subscription implements LiveSubscriber {
-  readonly #socket: StreamSocket;
+  readonly #socket: WebSocket;
   readonly #frames: FrameCache;
   readonly #kv: Deno.Kv;
   readonly #broadcaster: Broadcaster;
@@ -288,7 +265,7 @@ class Subscription implements LiveSubscriber {
   #wake: (() => void) | null = null;
 
   constructor(opts: {
-    socket: StreamSocket;
+    socket: WebSocket;
     cursor: number | null;
     frames: FrameCache;
     kv: Deno.Kv;
@@ -309,17 +286,16 @@ class Subscription implements LiveSubscriber {
     this.#closedPromise = new Promise((resolve) => this.#resolveClosed = resolve);
     const socket = opts.socket;
     socket.binaryType = "arraybuffer";
-    if (socket.readyState === OPEN) queueMicrotask(() => this.#start(opts.cursor));
-    else socket.onopen = () => this.#start(opts.cursor);
+    socket.onopen = () => this.#start(opts.cursor);
     socket.onclose = () => this.#finish();
     socket.onerror = () => {};
     // Client messages are ignored (reference 6.1): browsers cannot send ping control frames, so
-    // some clients keep the connection alive with small text messages. A message over
-    // MAX_CLIENT_MESSAGE_BYTES never gets here: the listener (`ws` with that `maxPayload`) fails
-    // the connection with 1009 from the frame header, before reading the payload. Within that,
-    // a client past its budget (more than 30 messages a minute) is closed with 1008 rather than
-    // allowed to make the server handle message after message.
-    socket.onmessage = (event: { data: unknown }) => this.#clientMessage(event.data);
+    // some clients keep the connection alive with small text messages. Deno reads each message
+    // whole before this handler runs and cannot bound its size (Deno.upgradeWebSocket has no
+    // maximum: fastwebsockets' 64 MiB applies, denoland/deno#15809), so a client past a small
+    // budget (a message over 1 KiB, or more than 30 a minute) is cut off rather than allowed to
+    // make the server buffer message after message.
+    socket.onmessage = (event: MessageEvent) => this.#clientMessage(event.data);
   }
 
   /** Live frame from the broadcast. */
@@ -569,7 +545,7 @@ class Subscription implements LiveSubscriber {
   }
 
   #send(frame: Uint8Array): void {
-    if (this.#socket.readyState !== OPEN) return;
+    if (this.#socket.readyState !== WebSocket.OPEN) return;
     this.#socket.send(frame);
     this.#sentBytes += frame.length;
     this.#buffered += frame.length;
@@ -637,6 +613,6 @@ class Subscription implements LiveSubscriber {
       this.#wake = null;
       this.#onClosed();
     }
-    if (this.#socket.readyState === CLOSED) this.#resolveClosed();
+    if (this.#socket.readyState === WebSocket.CLOSED) this.#resolveClosed();
   }
 }

@@ -1,10 +1,9 @@
 /**
  * `GET /xrpc/com.atproto.sync.subscribeRepos`: validates the cursor (400 `InvalidRequest`) and
  * the connection caps (503 `ConsumerLimitReached` in total, 429 per address) before the WebSocket
- * upgrade, then hands the socket to the stream hub (`pds/sequencer/stream.ts`). The upgrade is the
- * listener's (`pds/node_listener.ts`: `ws`, which refuses a client message over
- * `MAX_CLIENT_MESSAGE_BYTES` from its frame header, before reading it); the connection logic
- * needs the raw socket (`bufferedAmount`) and sends pre-encoded frame bytes.
+ * upgrade, then hands the socket to the stream hub (`pds/sequencer/stream.ts`). Uses
+ * `Deno.upgradeWebSocket` directly: the connection logic needs the raw socket (`bufferedAmount`)
+ * and sends pre-encoded frame bytes.
  *
  * @module
  */
@@ -14,11 +13,10 @@ import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { XrpcError } from "./errors.ts";
 import { clientAddress, clientKey } from "./client_address.ts";
-import type { ServeInfo } from "../node_listener.ts";
 
 /**
  * Seconds without any data from the consumer before the server pings it and, without a pong in
- * the same time, drops the connection (`pds/node_listener.ts`). Consumers never send data, so this
+ * the same time, closes the socket (Deno's default is 30). Consumers never send data, so this
  * is the liveness check; a consumer that reads slowly answers pings and is never disconnected,
  * one that stops reading for minutes is treated as gone.
  */
@@ -35,18 +33,9 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
         message: "subscribeRepos is a WebSocket endpoint: send Upgrade: websocket",
       }, 426);
     }
-    const upgrade = (c.env as Partial<ServeInfo> | undefined)?.upgradeWebSocket;
-    if (upgrade === undefined) {
-      // An Upgrade header without `Connection: Upgrade` (or an in-process request): no handshake.
-      return c.json({
-        error: "UpgradeRequired",
-        message: "subscribeRepos is a WebSocket endpoint: send Connection: Upgrade",
-      }, 426);
-    }
     const services = ctx.stream;
     if (!services) throw new XrpcError(503, "NotEnoughResources", "Event stream is not running");
-    // Connection caps, checked before the upgrade (nothing awaits between here and serve(): the
-    // handshake completes synchronously).
+    // Connection caps, checked before the upgrade (nothing awaits between here and serve()).
     // Counted per client: an IPv6 client by its /64, which one subscriber line gets whole.
     const address = clientKey(clientAddress(c, ctx.config.trustProxy));
     const reserved = presentsIngestSecret(c.req.header("authorization"), ctx.config.ingestSecret);
@@ -65,9 +54,11 @@ export function subscribeRoutes(ctx: PdsContext): Hono<PdsEnv> {
           `Too many subscribeRepos connections from address ${address}: the limit is ${maxConnectionsPerAddress}`,
         );
     }
-    services.hub.serve(upgrade(), cursor, address, reserved);
-    // Not sent: the socket now speaks WebSocket.
-    return c.body(null, 200);
+    const { socket, response } = Deno.upgradeWebSocket(c.req.raw, {
+      idleTimeout: STREAM_IDLE_TIMEOUT_S,
+    });
+    services.hub.serve(socket, cursor, address, reserved);
+    return response;
   });
   return app;
 }
