@@ -8,14 +8,18 @@
  * and the public-ingest benchmark stayed at 11,600-12,100 events/s against the 20,000/s budget
  * (docs/behaviour.md 12; issue 36 item 11). In a worker, with its own connection, the consumer
  * runs as it does in its own process (`deno task consumer:public`): everything queued applied in
- * one go, in transactions of up to 20,000 ops, and the socket's backpressure instead of pauses.
+ * one go, in transactions of up to 40,000 ops (`THREAD_BATCH_OPS`), and the socket's
+ * backpressure instead of pauses.
  * The figures before and after are in docs/performance.md.
  *
  * The cost: SQLite has one writer at a time. A write on the main thread (the local stream, a
  * push, handle sync) that arrives during one of the worker's transactions waits for it (the
  * connection's busy timeout, `db/open.ts`), blocking the main thread for at most one transaction
- * (about 1 s at 20,000 ops on the benchmark machine). Deployments that cannot accept that run
- * `consumer:public` as its own process, where the same wait blocks nothing of the API.
+ * (about 2 s at 40,000 ops on the benchmark machine, only while the public stream is caught up
+ * from a backlog: live, its transactions hold what arrived in a moment). Deployments that cannot
+ * accept that run `consumer:public` as its own process, where the same wait blocks nothing of the
+ * API. (Letting the main thread take its turn between the thread's transactions, without blocking,
+ * is the next step: a flag both threads share, so the thread waits before its next transaction.)
  *
  * The worker's log lines go through the main thread's logger (same format and level), its
  * status is mirrored for {@link ThreadedPublicConsumer.status}, and it publishes its

@@ -47,7 +47,8 @@ export interface FoldedMessages {
 
 /**
  * Folds queued messages from `start` into the input of one `applyOps` call, as a consumer drains
- * its queue: at most {@link MAX_BATCH_MESSAGES} messages, stopping once `maxOps` ops (default
+ * its queue: at most {@link MAX_BATCH_MESSAGES} messages (or `maxOps`, when larger), stopping
+ * once `maxOps` ops (default
  * {@link MAX_BATCH_OPS}) are reached; each message decoded with the cursor of the messages before
  * it; dropped ones (`decode` returns null) skipped.
  */
@@ -62,7 +63,7 @@ export function foldMessages<T>(
   const commits: CommitSpan[] = [];
   let moved = false;
   let i = start;
-  const end = Math.min(messages.length, start + MAX_BATCH_MESSAGES);
+  const end = Math.min(messages.length, start + Math.max(MAX_BATCH_MESSAGES, maxOps));
   for (; i < end && ops.length < maxOps; i++) {
     const decoded = decode(messages[i], cursor);
     if (decoded === null) continue;
