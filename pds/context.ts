@@ -11,12 +11,28 @@ import type { Logger } from "../shared/log.ts";
 import type { P256KeyPair } from "../shared/keys.ts";
 import type { PdsConfig } from "./config.ts";
 import type { AccountKeys } from "./accounts/account_keys.ts";
-import type { AccessTokenCache } from "./auth/access.ts";
 import type { ConcurrencyGate } from "./concurrency_gate.ts";
 import type { BlockStore } from "./repo/block_store.ts";
 import type { RepoService } from "./repo/repository.ts";
 import type { Sequencer } from "./sequencer/sequencer.ts";
-import type { StreamServices } from "./sequencer/services.ts";
+import type { Broadcaster } from "./sequencer/broadcast.ts";
+import type { PushService } from "./sequencer/push.ts";
+import type { RetentionWorker } from "./sequencer/retention.ts";
+import type { StreamHub } from "./sequencer/stream.ts";
+
+/** Verified access tokens of one context (`ctx.accessTokens`): token -> subject and expiry. */
+export type AccessTokenCache = Map<string, { did: string; expMs: number }>;
+
+/** The stream components of a context. */
+export interface StreamServices {
+  broadcaster: Broadcaster;
+  hub: StreamHub;
+  /** Null when push is disabled (`APPVIEW_INTERNAL_URL=off`). */
+  push: PushService | null;
+  retention: RetentionWorker;
+  /** Closes the connections, then stops the broadcast, the push and the retention worker. */
+  close(): Promise<void>;
+}
 
 /** The account host's signing key (derived from `PDS_JWT_SECRET`) in its usable forms. */
 export interface ServiceKeys {

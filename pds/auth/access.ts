@@ -19,9 +19,6 @@ import { TokenError, verifyAccessToken } from "./tokens.ts";
 
 const CACHE_LIMIT = 10_000;
 
-/** Verified access tokens of one context (`ctx.accessTokens`): token -> subject and expiry. */
-export type AccessTokenCache = Map<string, { did: string; expMs: number }>;
-
 /**
  * Returns the bearer token of the request; throws 401 `AuthMissing` when there is none and 400
  * `InvalidToken` for another scheme.

@@ -10,7 +10,6 @@
  */
 
 import type { CID } from "../../shared/cid.ts";
-import type { Block } from "./mst.ts";
 
 const utf8 = new TextEncoder();
 
@@ -243,8 +242,14 @@ export function encodeCommit(c: CommitFields, sig?: Uint8Array): Uint8Array {
   return w.finish();
 }
 
+/** A block of a CAR file (the shape of `Block` in `mst.ts`, which imports this module). */
+export interface CarBlock {
+  cid: CID;
+  bytes: Uint8Array;
+}
+
 /** A CAR v1 with one root, blocks in the given order (as `writeCar` writes it). */
-export function writeCarOneRoot(w: CborWriter, root: CID, blocks: readonly Block[]): void {
+export function writeCarOneRoot(w: CborWriter, root: CID, blocks: readonly CarBlock[]): void {
   // Header `{roots: [root], version: 1}`.
   const headerLen = 1 + 6 + 1 + cidLength(root) + 8 + 1;
   w.varint(headerLen);
@@ -274,7 +279,7 @@ function cidLength(cid: CID): number {
 }
 
 /** CAR byte length of {@link writeCarOneRoot}'s output. */
-export function carLength(root: CID, blocks: readonly Block[]): number {
+export function carLength(root: CID, blocks: readonly CarBlock[]): number {
   const headerLen = 1 + 6 + 1 + cidLength(root) + 8 + 1;
   let n = varintLength(headerLen) + headerLen;
   for (const b of blocks) {

@@ -17,7 +17,6 @@ import {
 } from "../store/keys.ts";
 import type { CheckedBlob } from "../blobs/blob_refs.ts";
 import { RepoError } from "./errors.ts";
-import type { PreparedOp } from "./prepare_writes.ts";
 
 /** Most writes in one commit (keeps the atomic operation under Deno KV's 1,000 mutations). */
 export const MAX_WRITES_PER_COMMIT = 100;
@@ -35,6 +34,18 @@ export const MAX_COMMIT_BYTES = 780_000;
 export const MAX_COMMIT_KEY_BYTES = 70_000;
 
 /**
+ * What the limits read of a prepared write (`PreparedOp` of `prepare_writes.ts`, which imports
+ * this module's limits: named here by shape, so the two modules do not import each other).
+ */
+export interface SizedOp {
+  collection: string;
+  rkey: string;
+  path: string;
+  block: Block | null;
+  refs: { added: string[]; removed: string[] };
+}
+
+/**
  * Bytes of the keys `fill` checks and writes, as Deno KV counts them toward its per-operation
  * limit (about the encoded tuple: each part's bytes plus a tag and a terminator).
  */
@@ -42,7 +53,7 @@ export function commitKeyBytes(
   did: string,
   rev: string,
   blocks: Block[],
-  ops: PreparedOp[],
+  ops: readonly SizedOp[],
   blobs: CheckedBlob[],
 ): number {
   const blockBytes = blocks.reduce((n, b) => n + b.bytes.length + 40, 0);
@@ -65,7 +76,7 @@ export function commitKeyBytes(
 export function checkCommitSize(
   blocks: Block[],
   proofBlocks: Block[],
-  ops: PreparedOp[],
+  ops: readonly SizedOp[],
   blobMutations: number,
   keyBytes: number,
 ): number {

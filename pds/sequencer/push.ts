@@ -32,7 +32,6 @@ import { decodeCbor } from "../../shared/cbor.ts";
 import { formatCid } from "../../shared/cid.ts";
 import { toLexJson } from "../../shared/lex_json.ts";
 import type { Logger } from "../../shared/log.ts";
-import { getAccount } from "../accounts/accounts.ts";
 import type { BlockStore } from "../repo/block_store.ts";
 import { Http1Client } from "./http1_client.ts";
 import { blocksProvingDeletes } from "./push_proof.ts";
@@ -73,6 +72,11 @@ export interface PushOptions {
   sequencer: Sequencer;
   /** The blocks of the store (proofs of deletes). */
   blocks: BlockStore;
+  /**
+   * The current handle of an account of the store, or null (given by the stream services, so
+   * that this module does not import the accounts module, which takes the context).
+   */
+  accountHandle(did: string): Promise<string | null>;
   log: Logger;
   /** Origin of the index (`APPVIEW_INTERNAL_URL`). */
   targetUrl: string;
@@ -156,9 +160,11 @@ export class PushService {
    */
   readonly #handles = new Map<string, string | null>();
 
+  readonly #accountHandle: (did: string) => Promise<string | null>;
   constructor(opts: PushOptions) {
     this.#kv = opts.kv;
     this.#sequencer = opts.sequencer;
+    this.#accountHandle = opts.accountHandle;
     this.#blocks = opts.blocks;
     this.#log = opts.log;
     this.#url = opts.targetUrl.replace(/\/+$/, "") + INGEST_COMMIT_PATH;
@@ -234,7 +240,7 @@ export class PushService {
   async #handleOf(did: string): Promise<string | null> {
     const cached = this.#handles.get(did);
     if (cached !== undefined) return cached;
-    const handle = (await getAccount(this.#kv, did))?.handle ?? null;
+    const handle = await this.#accountHandle(did);
     if (handle !== null) {
       if (this.#handles.size >= MAX_CACHED_HANDLES) this.#handles.clear();
       this.#handles.set(did, handle);

@@ -7,23 +7,13 @@
  * @module
  */
 
-import type { PdsContext } from "../context.ts";
+import { getAccount } from "../accounts/accounts.ts";
+import type { PdsContext, StreamServices } from "../context.ts";
 import { Broadcaster } from "./broadcast.ts";
 import { FrameCache } from "./frame_cache.ts";
 import { PushService } from "./push.ts";
 import { RetentionWorker } from "./retention.ts";
 import { StreamHub, type StreamLimits } from "./stream.ts";
-
-/** The stream components of a context. */
-export interface StreamServices {
-  broadcaster: Broadcaster;
-  hub: StreamHub;
-  /** Null when push is disabled (`APPVIEW_INTERNAL_URL=off`). */
-  push: PushService | null;
-  retention: RetentionWorker;
-  /** Closes the connections, then stops the broadcast, the push and the retention worker. */
-  close(): Promise<void>;
-}
 
 /** Options of {@link startStreamServices}. */
 export interface StreamServicesOptions {
@@ -60,6 +50,7 @@ export async function startStreamServices(
     kv: ctx.kv,
     sequencer: ctx.sequencer,
     blocks: ctx.blocks,
+    accountHandle: async (did) => (await getAccount(ctx.kv, did))?.handle ?? null,
     log: ctx.log.child("push"),
     targetUrl: ctx.config.appviewInternalUrl,
     secret: ctx.config.ingestSecret,
