@@ -16,6 +16,7 @@
  * @module
  */
 
+import { accountDidDocument, type DidDocument } from "../shared/did_doc.ts";
 import type { DatabaseSync } from "node:sqlite";
 import type { Hono } from "hono";
 import assert from "node:assert/strict";
@@ -31,7 +32,7 @@ import { encodeFrame } from "../shared/frame.ts";
 import { deriveP256KeyPair, type P256KeyPair, signCompact } from "../shared/keys.ts";
 import { encodeCbor } from "../shared/cbor.ts";
 import { fromLexJson, toLexJson } from "../shared/lex_json.ts";
-import { encodeMultikey, encodeMultikeyUncompressed } from "../shared/multikey.ts";
+import { encodeMultikeyUncompressed } from "../shared/multikey.ts";
 import { createLogger, type Logger, silentLogger } from "../shared/log.ts";
 import { encodeTid } from "../shared/tid.ts";
 import { loadAppviewConfig } from "./config.ts";
@@ -205,23 +206,8 @@ export function testHandleOf(did: string): string {
 }
 
 /** The DID document a test account host serves for `did`. */
-export function testDidDocument(did: string, handle = testHandleOf(did)): Record<string, unknown> {
-  return {
-    "@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"],
-    id: did,
-    alsoKnownAs: [`at://${handle}`],
-    verificationMethod: [{
-      id: `${did}#atproto`,
-      type: "Multikey",
-      controller: did,
-      publicKeyMultibase: encodeMultikey(testAccountKey(did).publicKey),
-    }],
-    service: [{
-      id: "#atproto_pds",
-      type: "AtprotoPersonalDataServer",
-      serviceEndpoint: "http://127.0.0.1",
-    }],
-  };
+export function testDidDocument(did: string, handle = testHandleOf(did)): DidDocument {
+  return accountDidDocument(did, handle, testAccountKey(did).publicKey, "http://127.0.0.1");
 }
 
 /** The test accounts as a directory: every DID hosted, with its test key and handle. */

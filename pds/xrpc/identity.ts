@@ -11,7 +11,7 @@ import { Hono } from "hono";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { type Account, getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
-import { accountDidDocument, serviceDidDocument } from "../accounts/did_doc.ts";
+import { accountDidDocument, serviceDidDocument } from "../../shared/did_doc.ts";
 import { XrpcError } from "./errors.ts";
 import { readJsonBody } from "./json_body.ts";
 

@@ -10,7 +10,7 @@ import { isValidHandle, isValidNsid, isValidRecordKey } from "../../shared/synta
 import { parseAtUri } from "../../shared/at_uri.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
-import { accountDidDocument } from "../accounts/did_doc.ts";
+import { accountDidDocument } from "../../shared/did_doc.ts";
 import { requireAccess } from "../auth/access.ts";
 import { RepoError } from "../repo/errors.ts";
 import type { ApplyWritesResult } from "../repo/repository.ts";

@@ -1,12 +1,13 @@
 /**
- * DID documents served by the account host: its own `did:web` document (spec 4.1, 5.1: the
- * service key in the spec's `0x80 0x12` uncompressed Multikey form) and each hosted account's
- * `did:plc` document (the account key in the standard compressed form, docs/protocol.md 12.1).
+ * DID documents as the account host serves them (the index's tests stand in for it with the
+ * same): its own `did:web` document (spec 4.1, 5.1: the service key in the spec's `0x80 0x12`
+ * uncompressed Multikey form) and each hosted account's `did:plc` document (the account key in
+ * the standard compressed form, docs/protocol.md 12.1).
  *
  * @module
  */
 
-import { encodeMultikey, encodeMultikeyUncompressed } from "../../shared/multikey.ts";
+import { encodeMultikey, encodeMultikeyUncompressed } from "./multikey.ts";
 
 /** A DID document (the members atproto reads). */
 export interface DidDocument {
