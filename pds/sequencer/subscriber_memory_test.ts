@@ -51,7 +51,10 @@ Deno.test("a subscriber whose socket accepts nothing is closed after the stall t
   const limits = { maxBufferedBytes: 64 * KIB, maxQueuedBytes: 64 * KIB, stallTimeoutMs: 500 };
   hub.setLimits(limits);
   const w = await signUp(s.url, "stalled.test");
-  await writeLargePosts(s.url, w, 200); // ~3.8 MB of frames: far more than the kernel buffers
+  // ~7.6 MB of frames: more than the kernel takes for a reader that reads nothing (the send
+  // buffer grows up to tcp_wmem's maximum, 4 MiB by default; with 200 posts, ~3.8 MB, it all fit
+  // on a machine whose loopback buffers had grown, and nothing ever stalled).
+  await writeLargePosts(s.url, w, 400);
   const client = await RawWsClient.connect(s.url, 0);
   try {
     const opened = performance.now();
