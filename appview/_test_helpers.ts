@@ -36,7 +36,7 @@ import { encodeMultikeyUncompressed } from "../shared/multikey.ts";
 import { createLogger, type Logger, silentLogger } from "../shared/log.ts";
 import { encodeTid } from "../shared/tid.ts";
 import { loadAppviewConfig } from "./config.ts";
-import type { AppviewContext } from "./context.ts";
+import { type AppviewContext, createAppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
 import {
@@ -360,10 +360,14 @@ export function openTestContext(
   const config = loadAppviewConfig({ DATA_DIR: "/nonexistent", ...opts.env });
   const db = openIndexDb(opts.dbPath ?? ":memory:");
   const log = opts.log ?? createLogger("test", { level: "error", sink: () => {} });
-  const now = opts.now ?? (() => new Date());
-  const writer = new IndexWriter(db, { now, log });
-  const accounts = new TestAccountDirectory();
-  return { config, db, writer, log, now, accounts, [Symbol.dispose]: () => db.close() };
+  const ctx = createAppviewContext({
+    config,
+    db,
+    log,
+    now: opts.now,
+    accounts: new TestAccountDirectory(),
+  });
+  return { ...ctx, [Symbol.dispose]: () => db.close() };
 }
 
 /** A clock pinned to one instant (identical rows whatever the arrival time). */
@@ -663,8 +667,14 @@ export function openQueryHarness(
   });
   const db = openIndexDb(":memory:");
   const clock = new TestClock(Date.parse("2024-06-01T00:00:00.000Z"), opts.stepMs ?? 0);
-  const writer = new IndexWriter(db, { now: clock.now, batchSize: opts.batchSize ?? 5_000 });
-  const ctx: AppviewContext = { config, db, writer, log: silentLogger, now: clock.now };
+  const ctx = createAppviewContext({
+    config,
+    db,
+    log: silentLogger,
+    now: clock.now,
+    batchSize: opts.batchSize ?? 5_000,
+  });
+  const writer = ctx.writer;
   const app = createAppviewApp(ctx, { verifier: opts.verifier ?? null });
   return {
     db,

@@ -1,7 +1,7 @@
 /**
  * What every part of the index receives: configuration, the database, the one write path, the
- * logger and the clock. Built by `appview/server.ts` (or a test) and passed down; nothing opens
- * a store at import time.
+ * logger and the clock. Built once by {@link createAppviewContext} (in `appview/server.ts`, the
+ * public consumer's thread and tests) and passed down; nothing opens a store at import time.
  *
  * @module
  */
@@ -10,7 +10,7 @@ import type { DatabaseSync } from "node:sqlite";
 import type { Logger } from "../shared/log.ts";
 import type { AppviewConfig } from "./config.ts";
 import type { AccountDirectory } from "./ingest/sources/account_directory.ts";
-import type { IndexWriter } from "./ingest/apply_ops.ts";
+import { IndexWriter } from "./ingest/apply_ops.ts";
 
 /** Shared state of one index process. */
 export interface AppviewContext {
@@ -26,4 +26,31 @@ export interface AppviewContext {
   readonly accounts?: AccountDirectory;
   /** Clock (tests inject one). */
   now(): Date;
+}
+
+/** What {@link createAppviewContext} needs; the rest it builds. */
+export interface AppviewContextOptions {
+  config: AppviewConfig;
+  /** An open index database (`db/open.ts`); the caller closes it. */
+  db: DatabaseSync;
+  log: Logger;
+  /** Clock. Default: the system's. */
+  now?: () => Date;
+  accounts?: AccountDirectory;
+  /** Ops per write transaction of the writer. Default: the writer's (`DEFAULT_BATCH_SIZE`). */
+  batchSize?: number;
+}
+
+/**
+ * The one way an index context is made: by `server.ts` for the process, by the public consumer's
+ * worker thread for its own connection, and by tests. Builds the write path over `db`.
+ */
+export function createAppviewContext(opts: AppviewContextOptions): AppviewContext {
+  const now = opts.now ?? (() => new Date());
+  const writer = new IndexWriter(opts.db, {
+    now,
+    log: opts.log.child("writer"),
+    batchSize: opts.batchSize,
+  });
+  return { config: opts.config, db: opts.db, writer, log: opts.log, now, accounts: opts.accounts };
 }

@@ -12,11 +12,10 @@ import { createLogger, type Logger } from "../shared/log.ts";
 import { createAppviewApp } from "./app.ts";
 import { createTokenVerifier } from "./auth/verifier.ts";
 import { type AppviewConfig, ConfigError } from "./config.ts";
-import type { AppviewContext } from "./context.ts";
+import { type AppviewContext, createAppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
 import type { AccountDirectory } from "./ingest/sources/account_directory.ts";
-import { IndexWriter } from "./ingest/apply_ops.ts";
 import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/sources/jetstream.ts";
 import { ThreadedPublicConsumer } from "./ingest/sources/public_consumer_thread.ts";
 import {
@@ -113,8 +112,8 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   await makeParentDir(config.dbPath);
   const db = openIndexDb(config.dbPath);
   const now = opts.now ?? (() => new Date());
-  const writer = new IndexWriter(db, { now, log: log.child("writer") });
-  const ctx: AppviewContext = { config, db, writer, log, now, accounts: opts.accounts };
+  const ctx = createAppviewContext({ config, db, log, now, accounts: opts.accounts });
+  const writer = ctx.writer;
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
   let localConsumer: StreamConsumer | null = null;

@@ -37,7 +37,7 @@ import {
 import type { IndexOp, RecordOp } from "../../shared/ops.ts";
 import { createAppviewApp } from "../../appview/app.ts";
 import { loadAppviewConfig } from "../../appview/config.ts";
-import type { AppviewContext } from "../../appview/context.ts";
+import { createAppviewContext } from "../../appview/context.ts";
 import { schemaVersion } from "../../appview/db/migrations.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { cidOf } from "../../appview/_fixtures.ts";
@@ -384,9 +384,7 @@ export async function benchQueries(): Promise<BenchResult[]> {
   let ingestRate = 0;
   try {
     const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
-    const now = () => new Date();
-    const writer = new IndexWriter(db, { now, log: silentLogger });
-    const ctx: AppviewContext = { config, db, writer, log: silentLogger, now };
+    const ctx = createAppviewContext({ config, db, log: silentLogger });
     const app = createAppviewApp(ctx, { verifier: null });
     // Handler time per batch (the client names its batch in a header).
     const handlerMs = new Map<string, number[]>();

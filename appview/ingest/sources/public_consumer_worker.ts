@@ -14,9 +14,8 @@
 /// <reference lib="deno.worker" />
 
 import type { LogFields, Logger, LogLevel } from "../../../shared/log.ts";
-import type { AppviewContext } from "../../context.ts";
+import { createAppviewContext } from "../../context.ts";
 import { openIndexDb } from "../../db/open.ts";
-import { IndexWriter } from "../apply_ops.ts";
 import { createJetstreamConsumer } from "./jetstream.ts";
 import type {
   PublicThreadMessage,
@@ -82,13 +81,7 @@ function start(msg: PublicThreadStart): void {
   const log = forwardingLogger([]);
   const db = openIndexDb(msg.config.dbPath);
   closeDb = () => db.close();
-  const now = () => new Date();
-  const writer = new IndexWriter(db, {
-    now,
-    log: log.child("writer"),
-    batchSize: THREAD_BATCH_OPS,
-  });
-  const ctx: AppviewContext = { config: msg.config, db, writer, log, now };
+  const ctx = createAppviewContext({ config: msg.config, db, log, batchSize: THREAD_BATCH_OPS });
   consumer = createJetstreamConsumer(ctx, { maxBatchOps: THREAD_BATCH_OPS, ...msg.options });
   if (consumer === null) throw new Error("APPVIEW_JETSTREAM_URL is unset");
   consumer.start();
