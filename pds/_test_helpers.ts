@@ -8,6 +8,7 @@
  * @module
  */
 
+import { type CommitSigner, commitSigner } from "./repo/signer.ts";
 import type { Hono } from "hono";
 import { decodeFrame, type Frame } from "../shared/frame.ts";
 import { COLLECTION_POST } from "../shared/nsid.ts";
@@ -164,8 +165,10 @@ export async function signUp(
  * The parts of a store a `RepoService` shares with its readers and stream, built as
  * `createPdsContext` builds them: for tests of the repository on a bare KV handle.
  */
-export function storeParts(kv: Deno.Kv): { kv: Deno.Kv; blocks: BlockStore; sequencer: Sequencer } {
-  return { kv, blocks: new BlockStore(kv), sequencer: new Sequencer(kv) };
+export function storeParts(
+  kv: Deno.Kv,
+): { kv: Deno.Kv; blocks: BlockStore; sequencer: Sequencer; signer: CommitSigner } {
+  return { kv, blocks: new BlockStore(kv), sequencer: new Sequencer(kv), signer: commitSigner() };
 }
 
 // The commit stream.

@@ -77,7 +77,7 @@ export async function runCompactCli(
       sequencer: new Sequencer(kv),
       log: silentLogger,
       now: Date.now,
-      signingKey: () => Promise.resolve(null), // compaction signs nothing
+      signingKey: () => Promise.resolve(null), // compaction signs nothing (and has no signer)
     });
     const targets = dids.length > 0 ? dids : await repositoriesWithGarbage(kv);
     let compacted = 0;

@@ -20,7 +20,7 @@ import { checkCommitSize, commitKeyBytes } from "./commit_limits.ts";
 import type { Block, Mst } from "./mst.ts";
 import type { PreparedOp } from "./prepare_writes.ts";
 import type { LoadedRoot, RepoRoot, StoredRecord } from "./repo_root.ts";
-import { commitSigner } from "./signer.ts";
+import type { CommitSigner } from "./signer.ts";
 
 /** What {@link writeCommit} commits, and what it writes through. */
 export interface CommitInput {
@@ -38,6 +38,8 @@ export interface CommitInput {
   tids: TidGenerator;
   sequencer: Sequencer;
   blockStore: BlockStore;
+  /** The signer of the service; null when it makes no commits (`RepoDeps.signer`). */
+  signer: CommitSigner | null;
   /** Milliseconds since the epoch (the event's time). */
   now(): number;
 }
@@ -57,13 +59,14 @@ export interface WrittenCommit {
 export async function writeCommit(input: CommitInput): Promise<WrittenCommit | null> {
   const { did, keyPair, root, tree, ops, blobs, concurrent, tids, sequencer, blockStore, now } =
     input;
+  if (input.signer === null) throw new Error("This repository service has no commit signer");
   const { root: data, blocks: nodeBlocks } = tree.finalize();
   // The event also carries the unchanged nodes of each op's covering proof (a sync 1.1
   // consumer proves and inverts the ops with the event's blocks alone); they are stored
   // already, so the commit's pack does not hold them again.
   const proofBlocks = await tree.coveringProof(ops.map((op) => op.path));
   const rev = root ? tids.nextAfter(root.rev) : tids.next();
-  const commitBlock = await signCommitWith(commitSigner(), {
+  const commitBlock = await signCommitWith(input.signer, {
     did,
     data,
     rev,

@@ -13,6 +13,7 @@
  * @module
  */
 
+import type { CommitSigner } from "./signer.ts";
 import { parseCid } from "../../shared/cid.ts";
 import { TidGenerator } from "../../shared/tid.ts";
 import type { P256KeyPair } from "../../shared/keys.ts";
@@ -49,6 +50,11 @@ export interface RepoDeps {
   blocks: BlockStore;
   /** The sequencer of `kv` (shared with the stream). */
   sequencer: Sequencer;
+  /**
+   * Signs the commits (the process's `commitSigner()`, handed over by the context factory).
+   * Absent, the service makes no commit (`deno task compact` only compacts): a write fails.
+   */
+  signer?: CommitSigner;
   log: Logger;
   /** Milliseconds since the epoch. */
   now(): number;
@@ -276,6 +282,7 @@ export class RepoService {
         tids: this.#tids,
         sequencer: this.#sequencer,
         blockStore: this.#deps.blocks,
+        signer: this.#deps.signer ?? null,
         now: () => this.#deps.now(),
       });
       if (written === null) return null;

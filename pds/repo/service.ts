@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { CommitSigner } from "./signer.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { PdsContext } from "../context.ts";
 import type { AccountKeys } from "../accounts/account_keys.ts";
@@ -23,6 +24,7 @@ export function createRepoService(parts: {
   accountKeys: AccountKeys;
   blocks: BlockStore;
   sequencer: Sequencer;
+  signer: CommitSigner;
 }): RepoService {
   const { accountKeys } = parts;
   return new RepoService({
@@ -32,6 +34,7 @@ export function createRepoService(parts: {
     signingKey: (did) => accountKeys.get(did),
     blocks: parts.blocks,
     sequencer: parts.sequencer,
+    signer: parts.signer,
   });
 }
 
