@@ -11,7 +11,7 @@
 import { type CommitSigner, commitSigner } from "./repo/signer.ts";
 import type { Hono } from "hono";
 import { decodeFrame, type Frame } from "../shared/frame.ts";
-import { COLLECTION_POST } from "../shared/nsid.ts";
+import { COLLECTION_POST, EMBED_EXTERNAL } from "../shared/nsid.ts";
 import { captureLogger, makeTempDir, waitFor } from "../runtime/_test_helpers.ts";
 import { createPdsApp } from "./app.ts";
 import { loadPdsConfig, type RawEnv } from "./config.ts";
@@ -394,6 +394,41 @@ export class RawWsClient {
 export interface Writer {
   did: string;
   accessJwt: string;
+}
+
+/**
+ * Writes `count` posts with an embed of `embedChars` characters each (about that many bytes of
+ * frame), four at a time; each must be answered 200. For the stream's memory tests and benchmark.
+ */
+export async function writeLargePosts(
+  baseUrl: string,
+  w: Writer,
+  count: number,
+  embedChars = 19_000,
+): Promise<void> {
+  const description = "x".repeat(embedChars);
+  for (let i = 0; i < count; i += 4) {
+    await Promise.all(
+      Array.from({ length: Math.min(4, count - i) }, async (_, j) => {
+        const res = await xrpcPost(baseUrl, "com.atproto.repo.createRecord", {
+          repo: w.did,
+          collection: COLLECTION_POST,
+          record: {
+            $type: COLLECTION_POST,
+            text: `large ${i + j}`,
+            createdAt: new Date().toISOString(),
+            embed: {
+              $type: EMBED_EXTERNAL,
+              external: { uri: `https://example.com/${i + j}`, title: "t", description },
+            },
+          },
+        }, { authorization: `Bearer ${w.accessJwt}` });
+        if (res.status !== 200) {
+          throw new Error(`createRecord answered ${res.status}: ${await res.text()}`);
+        }
+      }),
+    );
+  }
 }
 
 /** A record written and acknowledged with 200. */

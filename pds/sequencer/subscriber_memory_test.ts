@@ -6,44 +6,17 @@
 
 import assert from "node:assert/strict";
 import { decodeFrame } from "../../shared/frame.ts";
-import { COLLECTION_POST, EMBED_EXTERNAL } from "../../shared/nsid.ts";
 import { waitFor } from "../../tests/_util.ts";
 import {
   RawWsClient,
   signUp,
   startTestServer,
   StreamClient,
-  type Writer,
-  xrpcPost,
+  writeLargePosts,
 } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 
 const KIB = 1024;
-
-/** Writes `count` posts with a ~19 KB embed each, four at a time. */
-async function writeLargePosts(baseUrl: string, w: Writer, count: number): Promise<void> {
-  const description = "x".repeat(19_000);
-  for (let i = 0; i < count; i += 4) {
-    await Promise.all(
-      Array.from({ length: Math.min(4, count - i) }, async (_, j) => {
-        const res = await xrpcPost(baseUrl, "com.atproto.repo.createRecord", {
-          repo: w.did,
-          collection: COLLECTION_POST,
-          record: {
-            $type: COLLECTION_POST,
-            text: `large ${i + j}`,
-            createdAt: new Date().toISOString(),
-            embed: {
-              $type: EMBED_EXTERNAL,
-              external: { uri: `https://example.com/${i + j}`, title: "t", description },
-            },
-          },
-        }, { authorization: `Bearer ${w.accessJwt}` });
-        assert.equal(res.status, 200, await res.text());
-      }),
-    );
-  }
-}
 
 Deno.test("a subscriber whose socket accepts nothing is closed after the stall time, holding no more than its byte bound", async () => {
   await using s = await startTestServer();

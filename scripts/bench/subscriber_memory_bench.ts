@@ -16,8 +16,7 @@
  * scripts/bench/subscriber_memory_bench.ts`, or `deno task bench subscriber-memory` once listed.
  */
 
-import { COLLECTION_POST, EMBED_EXTERNAL } from "../../shared/nsid.ts";
-import { spawnPds } from "../../pds/_test_helpers.ts";
+import { spawnPds, writeLargePosts } from "../../pds/_test_helpers.ts";
 import { type BenchResult, printTable } from "./_types.ts";
 
 const SUBSCRIBERS = 100;
@@ -46,24 +45,7 @@ export async function benchSubscriberMemory(): Promise<BenchResult[]> {
       handle: "memory-bench.test",
       password: "correct horse battery",
     });
-    const description = "x".repeat(EMBED_CHARS);
-    for (let i = 0; i < EVENTS; i += 4) {
-      await Promise.all([0, 1, 2, 3].map((j) =>
-        post(host.url, "com.atproto.repo.createRecord", {
-          repo: account.did,
-          collection: COLLECTION_POST,
-          record: {
-            $type: COLLECTION_POST,
-            text: `large ${i + j}`,
-            createdAt: new Date().toISOString(),
-            embed: {
-              $type: EMBED_EXTERNAL,
-              external: { uri: `https://example.com/${i + j}`, title: "t", description },
-            },
-          },
-        }, account.accessJwt)
-      ));
-    }
+    await writeLargePosts(host.url, account, EVENTS, EMBED_CHARS);
     await sleep(1000);
     const startMb = await rssMb(host.child.pid);
 
