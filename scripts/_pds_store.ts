@@ -36,6 +36,25 @@ export async function openExistingPdsKv(
   return await openPdsKv(config);
 }
 
+/**
+ * {@link openExistingPdsKv} for a command named `name`: a missing store is written to `io.err`
+ * (`<name>: <message>`) and gives null, for the command to exit 1.
+ */
+export async function openStoreForCli(
+  name: string,
+  io: CliIo,
+  config: PdsConfig,
+  opts: { env: Record<string, string | undefined>; create?: boolean; hint: string },
+): Promise<Deno.Kv | null> {
+  try {
+    return await openExistingPdsKv(config, opts);
+  } catch (e) {
+    if (!(e instanceof StoreMissingError)) throw e;
+    io.err(`${name}: ${e.message}`);
+    return null;
+  }
+}
+
 async function exists(path: string): Promise<boolean> {
   try {
     await Deno.stat(path);

@@ -25,7 +25,7 @@ import { parseArgs } from "node:util";
 import { isValidDid } from "../shared/syntax.ts";
 import { silentLogger } from "../shared/log.ts";
 import { loadPdsConfig } from "../pds/config.ts";
-import { type CliIo, openExistingPdsKv, runCliMain, StoreMissingError } from "./_pds_store.ts";
+import { type CliIo, openStoreForCli, runCliMain } from "./_pds_store.ts";
 import { RepoService } from "../pds/repo/repository.ts";
 import type { RepoRoot } from "../pds/repo/repo_root.ts";
 import { BlockStore } from "../pds/repo/block_store.ts";
@@ -59,17 +59,11 @@ export async function runCompactCli(
     return 2;
   }
   const config = loadPdsConfig(env);
-  let kv: Deno.Kv;
-  try {
-    kv = await openExistingPdsKv(config, {
-      env,
-      hint: "set DATA_DIR or PDS_KV_PATH to the account host's",
-    });
-  } catch (e) {
-    if (!(e instanceof StoreMissingError)) throw e;
-    io.err(`compact: ${e.message}`);
-    return 1;
-  }
+  const kv = await openStoreForCli("compact", io, config, {
+    env,
+    hint: "set DATA_DIR or PDS_KV_PATH to the account host's",
+  });
+  if (kv === null) return 1;
   try {
     const repo = new RepoService({
       kv,

@@ -19,7 +19,7 @@
 
 import { parseArgs } from "node:util";
 import { loadPdsConfig } from "../pds/config.ts";
-import { type CliIo, openExistingPdsKv, runCliMain, StoreMissingError } from "./_pds_store.ts";
+import { type CliIo, openStoreForCli, runCliMain } from "./_pds_store.ts";
 import { createInviteCodes, disableInviteCode, listInviteCodes } from "../pds/accounts/invites.ts";
 
 const USAGE = `Usage:
@@ -49,19 +49,13 @@ export async function runInviteCli(
     return 2;
   }
   const config = loadPdsConfig(env);
-  let kv: Deno.Kv;
-  try {
-    kv = await openExistingPdsKv(config, {
-      env,
-      create: command.name === "create" && command.createStore,
-      hint: "set DATA_DIR or PDS_KV_PATH to the account host's, or pass --create-store " +
-        "to start a new one",
-    });
-  } catch (e) {
-    if (!(e instanceof StoreMissingError)) throw e;
-    io.err(`invite: ${e.message}`);
-    return 1;
-  }
+  const kv = await openStoreForCli("invite", io, config, {
+    env,
+    create: command.name === "create" && command.createStore,
+    hint: "set DATA_DIR or PDS_KV_PATH to the account host's, or pass --create-store " +
+      "to start a new one",
+  });
+  if (kv === null) return 1;
   try {
     switch (command.name) {
       case "create": {
