@@ -26,7 +26,17 @@ Deno.test("every task that runs deno names a permission set and repeats no permi
 });
 
 Deno.test("the server and store tasks read only their variables and write only ./data", () => {
-  for (const task of ["pds", "consumer:local", "consumer:public", "invite", "compact", "demo"]) {
+  for (
+    const task of [
+      "pds",
+      "consumer:local",
+      "consumer:public",
+      "invite",
+      "admin",
+      "compact",
+      "demo",
+    ]
+  ) {
     const { grants } = taskPermissionSet(config, task);
     assert.deepEqual(grants.env, ENV, task);
     assert.deepEqual(grants.write, ["./data"], task);

@@ -23,6 +23,11 @@ export interface Account {
   passwordHash: string;
   /** ISO 8601. */
   createdAt: string;
+  /**
+   * Raised by every password reset; logins started under an older value are revoked at their
+   * next refresh (`sessions.ts`). Absent: 0.
+   */
+  sessionGeneration?: number;
 }
 
 /** Wire names of account failures (all answered with 400). */
@@ -172,7 +177,12 @@ export function checkHandle(ctx: PdsContext, raw: unknown): string {
   return handle;
 }
 
-function checkPassword(password: unknown): void {
+/**
+ * Checks a new password's length (createAccount, resetPassword).
+ *
+ * @throws {AccountError} `InvalidPassword`
+ */
+export function checkPassword(password: unknown): void {
   if (
     typeof password !== "string" || password.length < MIN_PASSWORD_LENGTH ||
     password.length > MAX_PASSWORD_LENGTH

@@ -5,7 +5,10 @@
  * within {@link REFRESH_GRACE_MS} of its rotation yields a fresh pair for the same successor (two
  * tabs refreshing at once, a retry after a lost response); later it is treated as theft: the
  * whole family is revoked, so every refresh token descended from that login stops working.
- * Access tokens are stateless and simply expire (1 hour).
+ * Access tokens are stateless and simply expire (1 hour). A family records the account's session
+ * generation when it starts; a password reset raises the generation, which ends every older
+ * login at its next refresh (as the reference account host does, access tokens already issued
+ * run out on their own).
  *
  * @module
  */
@@ -37,6 +40,8 @@ interface RefreshTokenRecord {
 interface SessionFamily {
   did: string;
   revoked: boolean;
+  /** The account's `sessionGeneration` at login; absent on families from before it existed. */
+  generation?: number;
 }
 
 /** The tokens and identity returned by createAccount, createSession and refreshSession. */
@@ -60,14 +65,22 @@ const MAX_COMMIT_ATTEMPTS = 20;
 /** Starts a new login family for `did` and issues its first token pair. */
 export async function startSession(
   ctx: PdsContext,
-  account: { did: string; handle: string },
+  account: { did: string; handle: string; sessionGeneration?: number },
 ): Promise<SessionTokens> {
   const family = randomId(16);
   const jti = randomId(32);
   const res = await ctx.kv.atomic()
-    .set(sessionFamilyKey(family), { did: account.did, revoked: false } satisfies SessionFamily, {
-      expireIn: RECORD_TTL_MS,
-    })
+    .set(
+      sessionFamilyKey(family),
+      {
+        did: account.did,
+        revoked: false,
+        generation: account.sessionGeneration ?? 0,
+      } satisfies SessionFamily,
+      {
+        expireIn: RECORD_TTL_MS,
+      },
+    )
     .set(
       refreshTokenKey(jti),
       { did: account.did, family, rotated: false } satisfies RefreshTokenRecord,
@@ -93,6 +106,7 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
     if (record.value.rotated && isInGrace(ctx, rotatedAt) && next !== undefined) {
       const account = await getAccount(ctx.kv, claims.sub);
       if (account === null) throw new TokenError("InvalidToken", "Token subject has no account");
+      if (isOutdated(family.value, account)) throw revoked();
       return await issuePair(ctx, account, next);
     }
     if (record.value.rotated) {
@@ -102,6 +116,7 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
     }
     const account = await getAccount(ctx.kv, claims.sub);
     if (account === null) throw new TokenError("InvalidToken", "Token subject has no account");
+    if (isOutdated(family.value, account)) throw revoked();
     const nextJti = randomId(32);
     const res = await ctx.kv.atomic()
       .check(record, family)
@@ -133,6 +148,11 @@ export async function endSession(ctx: PdsContext, token: string): Promise<void> 
   const { record } = await readCurrent(ctx, claims.jti, claims.sub);
   await revokeFamily(ctx, record.value.family);
   await ctx.kv.delete(record.key);
+}
+
+/** True when the login began before the account's last password reset. */
+function isOutdated(family: SessionFamily, account: { sessionGeneration?: number }): boolean {
+  return (family.generation ?? 0) !== (account.sessionGeneration ?? 0);
 }
 
 /** True when a token rotated at `rotatedAt` is still within the grace window. */

@@ -74,6 +74,19 @@ export function sessionFamilyKey(familyId: string): Deno.KvKey {
   return ["session_family", familyId];
 }
 
+/**
+ * A password reset token by the SHA-256 (hex) of the token: `{did, expiresAt}`; deleted when
+ * used (single use).
+ */
+export function passwordResetKey(tokenHash: string): Deno.KvKey {
+  return ["password_reset", tokenHash];
+}
+
+/** The hash of an account's current password reset token (a new token replaces the old). */
+export function passwordResetAccountKey(did: string): Deno.KvKey {
+  return ["password_reset_account", did];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Repository, sequencer, blobs (owner: repository helper). Append keys below this line.
 // ---------------------------------------------------------------------------------------------

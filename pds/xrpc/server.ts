@@ -1,6 +1,6 @@
 /**
  * `com.atproto.server.*` over XRPC: describeServer, createAccount, createSession,
- * refreshSession, getSession, deleteSession (docs/protocol.md 2; docs/behaviour.md
+ * refreshSession, getSession, deleteSession, resetPassword (docs/protocol.md 2; docs/behaviour.md
  * 10.1-10.3). HTTP only: the work is done in `pds/accounts/`.
  *
  * @module
@@ -13,6 +13,7 @@ import { accountKey, isLoginRefusal, LoginThrottle } from "../accounts/login_thr
 import { GateFullError, PasswordGate } from "../accounts/password_gate.ts";
 import { MAX_PASSWORD_LENGTH } from "../accounts/password.ts";
 import { endSession, refreshSession, startSession } from "../accounts/sessions.ts";
+import { resetPassword } from "../accounts/password_reset.ts";
 import { readBearerToken, requireAccess } from "../auth/access.ts";
 import { TokenError } from "../auth/tokens.ts";
 import { RateLimiter } from "../rate_limiter.ts";
@@ -119,6 +120,25 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
     }
     attempt.refund();
     return c.json({ ...(await startSession(ctx, account)), active: true });
+  });
+
+  // The token comes from `deno task admin account reset-password`; counted as a login.
+  app.post("/xrpc/com.atproto.server.resetPassword", async (c) => {
+    limitRate(logins, clientOf(c), ctx.now(), "logins and password resets");
+    const body = await readJsonBody(c);
+    const token = optionalString(body, "token") ?? "";
+    const password = optionalString(body, "password") ?? "";
+    if (token === "" || password === "") {
+      throw new XrpcError(400, "InvalidRequest", "Members token and password are required");
+    }
+    try {
+      await resetPassword(ctx, { token, password }, (p) => passwords.hash(p));
+    } catch (err) {
+      if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
+      if (err instanceof TokenError) throw new XrpcError(400, err.code, err.message);
+      throw busyOr(err);
+    }
+    return c.body(null, 200);
   });
 
   app.post("/xrpc/com.atproto.server.refreshSession", async (c) => {

@@ -1,0 +1,182 @@
+/**
+ * The operator's command line (docs/operations.md "Operating a community"), working directly on
+ * the account host's KV store like `invite` (the same `PDS_KV_PATH`; the server may be running):
+ *
+ * ```
+ * deno task admin accounts list [--handle-prefix P] [--limit N] [--cursor C]
+ * deno task admin account reset-password <handle|DID>
+ * ```
+ *
+ * Every command takes `--help`. Exit codes: 0 success, 1 failure (for example an unknown account
+ * or no store), 2 bad arguments.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { loadPdsConfig } from "../pds/config.ts";
+import { findAccount } from "../pds/accounts/accounts.ts";
+import { listAccounts } from "../pds/accounts/account_list.ts";
+import { createResetToken } from "../pds/accounts/password_reset.ts";
+import { type CliIo, openStoreForCli, runCliMain } from "./_pds_store.ts";
+
+const DEFAULT_LIMIT = 50;
+const MAX_LIMIT = 1000;
+
+const USAGES = {
+  "accounts list":
+    "admin accounts list [--handle-prefix <prefix>] [--limit <n>] [--cursor <handle>]",
+  "account reset-password": "admin account reset-password <handle|DID>",
+} as const;
+
+type CommandName = keyof typeof USAGES;
+
+const HELP: Record<CommandName, string> = {
+  "accounts list": "Lists accounts by handle: handle, DID, created, status, record count " +
+    `(${DEFAULT_LIMIT} a page by default, at most ${MAX_LIMIT}); the next page's cursor is printed last.`,
+  "account reset-password": "Prints a one-time password reset token (valid 1 hour) for the " +
+    "member to use with com.atproto.server.resetPassword; the account's previous token stops " +
+    "working. Resetting ends every session of the account.",
+};
+
+const USAGE = `Usage:\n${Object.values(USAGES).map((u) => `  ${u}`).join("\n")}`;
+
+/** A command line mistake: printed with the usage, exit code 2. */
+class UsageError extends Error {
+  constructor(message: string, readonly usage: string = USAGE) {
+    super(message);
+  }
+}
+
+type Command =
+  | { name: "help"; text: string }
+  | { name: "accounts list"; handlePrefix?: string; limit: number; cursor?: string }
+  | { name: "account reset-password"; account: string };
+
+/** Runs the command line; returns the exit code. Output goes to `out`/`err` (lines). */
+export async function runAdminCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  io: CliIo,
+): Promise<number> {
+  let command: Command;
+  try {
+    command = parseCommand(args);
+  } catch (e) {
+    if (!(e instanceof UsageError) && !(e instanceof TypeError)) throw e;
+    io.err(`admin: ${e.message}`);
+    io.err(e instanceof UsageError ? e.usage : USAGE);
+    return 2;
+  }
+  if (command.name === "help") {
+    for (const line of command.text.split("\n")) io.out(line);
+    return 0;
+  }
+  const config = loadPdsConfig(env);
+  const kv = await openStoreForCli("admin", io, config, {
+    env,
+    hint: "set DATA_DIR or PDS_KV_PATH to the account host's",
+  });
+  if (kv === null) return 1;
+  try {
+    return await runCommand(kv, command, io);
+  } finally {
+    kv.close();
+  }
+}
+
+async function runCommand(
+  kv: Deno.Kv,
+  command: Exclude<Command, { name: "help" }>,
+  io: CliIo,
+): Promise<number> {
+  switch (command.name) {
+    case "accounts list": {
+      const page = await listAccounts(kv, command);
+      io.out(["handle", "did", "created", "status", "records"].join("\t"));
+      for (const a of page.accounts) {
+        io.out([a.handle, a.did, a.createdAt, a.status, String(a.records)].join("\t"));
+      }
+      if (page.cursor !== null) io.out(`next page: --cursor ${page.cursor}`);
+      return 0;
+    }
+    case "account reset-password": {
+      const account = await findAccount(kv, command.account);
+      if (account === null) {
+        io.err(`admin: no account ${JSON.stringify(command.account)}`);
+        return 1;
+      }
+      const { token, expiresAt } = await createResetToken(kv, account.did, Date.now());
+      io.out(
+        `Reset token for ${account.handle} (${account.did}), single use, valid until ${
+          new Date(expiresAt).toISOString()
+        }:`,
+      );
+      io.out(token);
+      return 0;
+    }
+  }
+}
+
+function parseCommand(args: string[]): Command {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      help: { type: "boolean", short: "h", default: false },
+      "handle-prefix": { type: "string" },
+      limit: { type: "string" },
+      cursor: { type: "string" },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  const [group, sub, ...rest] = positionals;
+  if (group === undefined) {
+    if (values.help) return { name: "help", text: USAGE };
+    throw new UsageError("missing command");
+  }
+  const name = `${group} ${sub ?? ""}`.trim();
+  if (!(name in USAGES)) {
+    if (values.help && sub === undefined) return { name: "help", text: USAGE };
+    throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+  }
+  const known = name as CommandName;
+  const usage = `Usage: ${USAGES[known]}`;
+  if (values.help) return { name: "help", text: `${usage}\n\n${HELP[known]}` };
+  const listOptions = ["handle-prefix", "limit", "cursor"] as const;
+  switch (known) {
+    case "accounts list": {
+      if (rest.length > 0) {
+        throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
+      }
+      return {
+        name: known,
+        handlePrefix: values["handle-prefix"],
+        limit: values.limit === undefined ? DEFAULT_LIMIT : limit(values.limit, usage),
+        cursor: values.cursor,
+      };
+    }
+    case "account reset-password": {
+      const given = listOptions.find((o) => values[o] !== undefined);
+      if (given !== undefined) {
+        throw new UsageError(`--${given} applies to accounts list only`, usage);
+      }
+      if (rest.length !== 1 || rest[0].trim() === "") {
+        throw new UsageError("reset-password takes exactly one handle or DID", usage);
+      }
+      return { name: known, account: rest[0].trim() };
+    }
+  }
+}
+
+function limit(value: string, usage: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_LIMIT) {
+    throw new UsageError(
+      `--limit must be an integer from 1 to ${MAX_LIMIT}, got ${JSON.stringify(value)}`,
+      usage,
+    );
+  }
+  return Number(value);
+}
+
+if (import.meta.main) await runCliMain("admin", runAdminCli);
