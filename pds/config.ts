@@ -68,6 +68,8 @@ export interface PdsConfig {
   readonly signupsPerHour: number;
   /** `PDS_LOGINS_PER_HOUR`: createSession calls allowed per client address an hour (300). */
   readonly loginsPerHour: number;
+  /** `PDS_REPORTS_PER_HOUR`: createReport calls allowed per reporting account an hour (10). */
+  readonly reportsPerHour: number;
   /** `PDS_PASSWORD_HASH_CONCURRENCY`: password hashes computed at once (2). */
   readonly passwordHashConcurrency: number;
   /** `PDS_PASSWORD_HASH_QUEUE`: password hashes waiting for a place; more get 503 (32). */
@@ -103,6 +105,7 @@ export const PDS_ENV_VARS: readonly string[] = Object.freeze([
   "PDS_CORS_ORIGINS",
   "PDS_SIGNUPS_PER_HOUR",
   "PDS_LOGINS_PER_HOUR",
+  "PDS_REPORTS_PER_HOUR",
   "PDS_PASSWORD_HASH_CONCURRENCY",
   "PDS_PASSWORD_HASH_QUEUE",
   "APPVIEW_PUBLIC_URL",
@@ -133,6 +136,7 @@ const DEFAULTS = {
   PDS_EVENT_RETENTION_DAYS: "30",
   PDS_SIGNUPS_PER_HOUR: "100",
   PDS_LOGINS_PER_HOUR: "300",
+  PDS_REPORTS_PER_HOUR: "10",
   PDS_PASSWORD_HASH_CONCURRENCY: "2",
   PDS_PASSWORD_HASH_QUEUE: "32",
 } as const;
@@ -194,6 +198,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     eventRetentionDays: intVar("PDS_EVENT_RETENTION_DAYS", 1, 3650),
     signupsPerHour: intVar("PDS_SIGNUPS_PER_HOUR", 1, 1_000_000),
     loginsPerHour: intVar("PDS_LOGINS_PER_HOUR", 1, 1_000_000),
+    reportsPerHour: intVar("PDS_REPORTS_PER_HOUR", 1, 1_000_000),
     passwordHashConcurrency: intVar("PDS_PASSWORD_HASH_CONCURRENCY", 1, 64),
     passwordHashQueue: intVar("PDS_PASSWORD_HASH_QUEUE", 0, 10_000),
     logLevel,

@@ -27,6 +27,7 @@ Deno.test("loadPdsConfig applies the documented defaults and derives both servic
     corsOrigins: null,
     signupsPerHour: 100,
     loginsPerHour: 300,
+    reportsPerHour: 10,
     passwordHashConcurrency: 2,
     passwordHashQueue: 32,
     logLevel: "info",
@@ -109,6 +110,7 @@ Deno.test("loadPdsConfig fails on bad values, naming the variable and the value"
     ],
     [{ PDS_SIGNUPS_PER_HOUR: "0" }, 'PDS_SIGNUPS_PER_HOUR must be between 1 and 1000000, got "0"'],
     [{ PDS_LOGINS_PER_HOUR: "many" }, 'PDS_LOGINS_PER_HOUR must be an integer, got "many"'],
+    [{ PDS_REPORTS_PER_HOUR: "0" }, 'PDS_REPORTS_PER_HOUR must be between 1 and 1000000, got "0"'],
     [
       { PDS_PASSWORD_HASH_CONCURRENCY: "0" },
       'PDS_PASSWORD_HASH_CONCURRENCY must be between 1 and 64, got "0"',

@@ -5,6 +5,8 @@
  * ```
  * deno task admin accounts list [--handle-prefix P] [--limit N] [--cursor C]
  * deno task admin account reset-password <handle|DID>
+ * deno task admin reports list [--all]
+ * deno task admin reports resolve <id> [--note TEXT]
  * ```
  *
  * Every command takes `--help`. Exit codes: 0 success, 1 failure (for example an unknown account
@@ -18,6 +20,12 @@ import { loadPdsConfig } from "../pds/config.ts";
 import { findAccount } from "../pds/accounts/accounts.ts";
 import { listAccounts } from "../pds/accounts/account_list.ts";
 import { createResetToken } from "../pds/accounts/password_reset.ts";
+import {
+  listReports,
+  REPO_REF_TYPE,
+  type Report,
+  resolveReport,
+} from "../pds/moderation/reports.ts";
 import { type CliIo, openStoreForCli, runCliMain } from "./_pds_store.ts";
 
 const DEFAULT_LIMIT = 50;
@@ -27,6 +35,8 @@ const USAGES = {
   "accounts list":
     "admin accounts list [--handle-prefix <prefix>] [--limit <n>] [--cursor <handle>]",
   "account reset-password": "admin account reset-password <handle|DID>",
+  "reports list": "admin reports list [--all]",
+  "reports resolve": "admin reports resolve <id> [--note <text>]",
 } as const;
 
 type CommandName = keyof typeof USAGES;
@@ -37,6 +47,10 @@ const HELP: Record<CommandName, string> = {
   "account reset-password": "Prints a one-time password reset token (valid 1 hour) for the " +
     "member to use with com.atproto.server.resetPassword; the account's previous token stops " +
     "working. Resetting ends every session of the account.",
+  "reports list": "Lists the members' reports, oldest first: id, created, status, reported by, " +
+    "reason type, subject (DID or AT-URI), reason and the operator's note. Open ones only " +
+    "unless --all.",
+  "reports resolve": "Marks a report resolved, with an optional note for the record.",
 };
 
 const USAGE = `Usage:\n${Object.values(USAGES).map((u) => `  ${u}`).join("\n")}`;
@@ -51,7 +65,9 @@ class UsageError extends Error {
 type Command =
   | { name: "help"; text: string }
   | { name: "accounts list"; handlePrefix?: string; limit: number; cursor?: string }
-  | { name: "account reset-password"; account: string };
+  | { name: "account reset-password"; account: string }
+  | { name: "reports list"; all: boolean }
+  | { name: "reports resolve"; id: number; note?: string };
 
 /** Runs the command line; returns the exit code. Output goes to `out`/`err` (lines). */
 export async function runAdminCli(
@@ -115,7 +131,42 @@ async function runCommand(
       io.out(token);
       return 0;
     }
+    case "reports list": {
+      io.out(
+        ["id", "created", "status", "by", "reason_type", "subject", "reason", "note"].join("\t"),
+      );
+      for (const r of await listReports(kv, { all: command.all })) io.out(reportLine(r));
+      return 0;
+    }
+    case "reports resolve": {
+      const resolved = await resolveReport(kv, command.id, {
+        note: command.note,
+        nowMs: Date.now(),
+      });
+      if (typeof resolved === "string") {
+        io.err(`admin: ${resolved}`);
+        return 1;
+      }
+      io.out(`Resolved report ${resolved.id}`);
+      return 0;
+    }
   }
+}
+
+/** One report on one line: free text as JSON strings (no tabs or newlines), `-` when absent. */
+function reportLine(r: Report): string {
+  const subject = r.subject.$type === REPO_REF_TYPE ? r.subject.did : r.subject.uri;
+  const text = (s: string | undefined) => s === undefined ? "-" : JSON.stringify(s);
+  return [
+    String(r.id),
+    r.createdAt,
+    r.status,
+    r.reportedBy,
+    r.reasonType,
+    subject,
+    text(r.reason),
+    text(r.note),
+  ].join("\t");
 }
 
 function parseCommand(args: string[]): Command {
@@ -126,6 +177,8 @@ function parseCommand(args: string[]): Command {
       "handle-prefix": { type: "string" },
       limit: { type: "string" },
       cursor: { type: "string" },
+      all: { type: "boolean", default: false },
+      note: { type: "string" },
     },
     allowPositionals: true,
     strict: true,
@@ -143,9 +196,16 @@ function parseCommand(args: string[]): Command {
   const known = name as CommandName;
   const usage = `Usage: ${USAGES[known]}`;
   if (values.help) return { name: "help", text: `${usage}\n\n${HELP[known]}` };
-  const listOptions = ["handle-prefix", "limit", "cursor"] as const;
+  const only = (allowed: string[]) => {
+    const given = Object.keys(values).find((o) =>
+      o !== "help" && values[o as keyof typeof values] !== undefined &&
+      values[o as keyof typeof values] !== false && !allowed.includes(o)
+    );
+    if (given !== undefined) throw new UsageError(`${name} takes no --${given}`, usage);
+  };
   switch (known) {
     case "accounts list": {
+      only(["handle-prefix", "limit", "cursor"]);
       if (rest.length > 0) {
         throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
       }
@@ -157,14 +217,28 @@ function parseCommand(args: string[]): Command {
       };
     }
     case "account reset-password": {
-      const given = listOptions.find((o) => values[o] !== undefined);
-      if (given !== undefined) {
-        throw new UsageError(`--${given} applies to accounts list only`, usage);
-      }
+      only([]);
       if (rest.length !== 1 || rest[0].trim() === "") {
         throw new UsageError("reset-password takes exactly one handle or DID", usage);
       }
       return { name: known, account: rest[0].trim() };
+    }
+    case "reports list":
+      only(["all"]);
+      if (rest.length > 0) {
+        throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
+      }
+      return { name: known, all: values.all ?? false };
+    case "reports resolve": {
+      only(["note"]);
+      if (rest.length !== 1) throw new UsageError("resolve takes exactly one report id", usage);
+      if (!/^[1-9]\d{0,14}$/.test(rest[0])) {
+        throw new UsageError(
+          `report id must be a positive integer, got ${JSON.stringify(rest[0])}`,
+          usage,
+        );
+      }
+      return { name: known, id: Number(rest[0]), note: values.note };
     }
   }
 }

@@ -173,3 +173,71 @@ Deno.test("a token from admin account reset-password sets a new password once an
     message: "Reset token is invalid or was already used",
   });
 });
+
+Deno.test("admin reports list shows the members' open reports; reports resolve closes one with a note", async () => {
+  await using s = await startTestServer();
+  const alice = await signUp(s.url, "alice.test");
+  const bob = await signUp(s.url, "bob.test");
+  const uri = `at://${bob.did}/app.social.feed.post/3kabc`;
+  const cid = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
+  const send = async (body: unknown) => {
+    const res = await xrpcPost(s.url, "com.atproto.moderation.createReport", body, {
+      authorization: `Bearer ${alice.accessJwt}`,
+    });
+    assert.equal(res.status, 200);
+    return (await res.json()).createdAt as string;
+  };
+  const at1 = await send({
+    reasonType: "com.atproto.moderation.defs#reasonSpam",
+    reason: "sells\tfollowers\nlinks",
+    subject: { $type: "com.atproto.admin.defs#repoRef", did: bob.did },
+  });
+  const at2 = await send({
+    reasonType: "com.atproto.moderation.defs#reasonRude",
+    subject: { $type: "com.atproto.repo.strongRef", uri, cid },
+  });
+  const header = "id\tcreated\tstatus\tby\treason_type\tsubject\treason\tnote";
+  const first =
+    `1\t${at1}\topen\t${alice.did}\tcom.atproto.moderation.defs#reasonSpam\t${bob.did}\t` +
+    `"sells\\tfollowers\\nlinks"\t-`;
+  const second =
+    `2\t${at2}\topen\t${alice.did}\tcom.atproto.moderation.defs#reasonRude\t${uri}\t-\t-`;
+
+  assert.deepEqual(await admin(s, "reports", "list"), {
+    code: 0,
+    out: [header, first, second],
+    err: [],
+  });
+  assert.deepEqual(await admin(s, "reports", "resolve", "1", "--note", "warned bob"), {
+    code: 0,
+    out: ["Resolved report 1"],
+    err: [],
+  });
+  assert.deepEqual((await admin(s, "reports", "list")).out, [header, second]);
+  const all = await admin(s, "reports", "list", "--all");
+  assert.equal(all.out.length, 3);
+  assert.match(
+    all.out[1],
+    new RegExp(`^1\\t${at1}\\tresolved\\t.*\\t"warned bob"$`),
+  );
+
+  assert.deepEqual(await admin(s, "reports", "resolve", "1"), {
+    code: 1,
+    out: [],
+    err: ["admin: report 1 is already resolved"],
+  });
+  assert.deepEqual(await admin(s, "reports", "resolve", "9"), {
+    code: 1,
+    out: [],
+    err: ["admin: no report 9"],
+  });
+  const bad = await admin(s, "reports", "resolve", "one");
+  assert.equal(bad.code, 2);
+  assert.deepEqual(bad.err, [
+    'admin: report id must be a positive integer, got "one"',
+    "Usage: admin reports resolve <id> [--note <text>]",
+  ]);
+  const wrongOption = await admin(s, "reports", "list", "--note", "x");
+  assert.equal(wrongOption.code, 2);
+  assert.equal(wrongOption.err[0], "admin: reports list takes no --note");
+});

@@ -88,6 +88,25 @@ export function passwordResetAccountKey(did: string): Deno.KvKey {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Moderation reports (owner: moderation)
+// ---------------------------------------------------------------------------------------------
+
+/** A moderation report by its id (a number from {@link reportSeqKey}). */
+export function reportKey(id: number): Deno.KvKey {
+  return ["report", id];
+}
+
+/** Prefix of every report (listing, by id). */
+export function reportPrefix(): Deno.KvKey {
+  return ["report"];
+}
+
+/** The last report id given out (a number; checked by versionstamp). */
+export function reportSeqKey(): Deno.KvKey {
+  return ["report_seq"];
+}
+
+// ---------------------------------------------------------------------------------------------
 // Repository, sequencer, blobs (owner: repository helper). Append keys below this line.
 // ---------------------------------------------------------------------------------------------
 
