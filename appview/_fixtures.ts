@@ -9,6 +9,7 @@ import { encodeCbor } from "../shared/cbor.ts";
 import { cidForCbor, formatCid } from "../shared/cid.ts";
 import {
   BLOB_TYPE,
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
@@ -104,6 +105,15 @@ export function repostOp(did: string, rkey: string, subject: string): RecordOp {
 export function followOp(did: string, rkey: string, subject: string): RecordOp {
   return create(did, COLLECTION_FOLLOW, rkey, {
     $type: COLLECTION_FOLLOW,
+    subject,
+    createdAt: CREATED_AT,
+  });
+}
+
+/** Blocks `subject`. */
+export function blockOp(did: string, rkey: string, subject: string): RecordOp {
+  return create(did, COLLECTION_BLOCK, rkey, {
+    $type: COLLECTION_BLOCK,
     subject,
     createdAt: CREATED_AT,
   });

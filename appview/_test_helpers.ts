@@ -393,6 +393,8 @@ const ACTOR_COLUMNS: Readonly<Record<string, readonly string[]>> = {
   likes: ["actor", "subject_author"],
   reposts: ["actor", "subject_author"],
   follows: ["follower", "subject"],
+  blocks: ["actor", "subject"],
+  mutes: ["actor", "subject"],
   notifications: ["recipient", "author", "subject_author"],
 };
 

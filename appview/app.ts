@@ -1,6 +1,6 @@
 /**
  * The index's HTTP application: `nosniff` on every response, CORS, the error mapping, a body
- * bound, the query API of spec 4.2 (the four private endpoints behind `requireViewer`), the push
+ * bound, the query API of spec 4.2 (the private endpoints behind `requireViewer`), the push
  * endpoint and `/healthz`.
  *
  * Every view's statements are prepared here, once per app, so a request runs prepared
@@ -17,6 +17,7 @@ import { graphRoutes } from "./api/graph.ts";
 import { healthRoutes } from "./api/health.ts";
 import { ingestRoutes } from "./api/ingest.ts";
 import { echo } from "./api/params.ts";
+import { muteRoutes } from "./api/mutes.ts";
 import { notificationRoutes } from "./api/notifications.ts";
 import { privateGuard } from "./api/private_guard.ts";
 import { profileRoutes } from "./api/profile.ts";
@@ -62,6 +63,7 @@ export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): 
   );
   app.route("/", timelineRoutes(views, guard));
   app.route("/", notificationRoutes(ctx, views, guard));
+  app.route("/", muteRoutes(ctx, views, guard));
   app.route("/", profileRoutes(views));
   app.route("/", searchRoutes(views));
   app.route("/", threadRoutes(views));

@@ -15,6 +15,7 @@
  */
 
 import {
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
@@ -27,6 +28,7 @@ import type {
   BlobRef,
   CreatedRecord,
   Embed,
+  MuteResult,
   Notification,
   Page,
   Post,
@@ -36,6 +38,7 @@ import type {
   StrongRef,
   ThreadFullResponse,
   ThreadResponse,
+  UnmuteResult,
   ViewerState,
 } from "./client_types.ts";
 import {
@@ -206,6 +209,22 @@ export class SocialClient {
     });
   }
 
+  /**
+   * Blocks an account (spec 2.14): a public `app.social.graph.block` record; the index then hides
+   * each account's content from the other (spec 4.2 rule 10). Undo with {@link unblock}.
+   */
+  block(did: string): Promise<CreatedRecord> {
+    return this.createRecord(COLLECTION_BLOCK, {
+      subject: did,
+      createdAt: new Date().toISOString(),
+    });
+  }
+
+  /** Unblocks: deletes the block record `blockUri`. */
+  unblock(blockUri: string): Promise<{ commit?: { cid: string; rev: string } }> {
+    return this.deleteRecord(blockUri);
+  }
+
   /** Deletes a follow (or like, repost, post) record by its URI: unfollow, unlike, unrepost. */
   deleteRecord(uri: string): Promise<{ commit?: { cid: string; rev: string } }> {
     const [, , repo, collection, rkey] = uri.split("/");
@@ -260,24 +279,30 @@ export class SocialClient {
     });
   }
 
-  /** Profile by handle (unknown handles give the synthetic empty profile). */
-  profile(handle: string): Promise<Profile> {
-    return this.#call(this.#appview, "GET", `/api/profile/${encodeURIComponent(handle)}`);
+  /**
+   * Profile by handle (unknown handles give the synthetic empty profile). With `viewerDid`, no
+   * posts when the viewer and the account block either way (spec 4.2 rule 10); the same
+   * `viewerDid` applies the block rule in the other public reads below.
+   */
+  profile(handle: string, viewerDid?: string): Promise<Profile> {
+    return this.#call(this.#appview, "GET", `/api/profile/${encodeURIComponent(handle)}`, {
+      query: { viewerDid },
+    });
   }
 
   /** Profile by DID. */
-  profileByDid(did: string): Promise<Profile> {
-    return this.#call(this.#appview, "GET", "/api/profile", { query: { did } });
+  profileByDid(did: string, viewerDid?: string): Promise<Profile> {
+    return this.#call(this.#appview, "GET", "/api/profile", { query: { did, viewerDid } });
   }
 
   /** Full-text search, newest first. */
-  search(q: string, limit?: number): Promise<{ posts: Post[]; q: string }> {
-    return this.#call(this.#appview, "GET", "/api/search", { query: { q, limit } });
+  search(q: string, limit?: number, viewerDid?: string): Promise<{ posts: Post[]; q: string }> {
+    return this.#call(this.#appview, "GET", "/api/search", { query: { q, limit, viewerDid } });
   }
 
   /** One post with its immediate parent and root. */
-  getPost(uri: string): Promise<ThreadResponse> {
-    return this.#call(this.#appview, "GET", `/api/post/${uri}`);
+  getPost(uri: string, viewerDid?: string): Promise<ThreadResponse> {
+    return this.#call(this.#appview, "GET", `/api/post/${uri}`, { query: { viewerDid } });
   }
 
   /** A thread: ancestors root-first, replies oldest first. */
@@ -309,16 +334,37 @@ export class SocialClient {
   }
 
   /** Followers of `did` as actor cards. */
-  followers(did: string, page: { cursor?: string; limit?: number } = {}) {
+  followers(did: string, page: { cursor?: string; limit?: number; viewerDid?: string } = {}) {
     return this.#call<{ profiles: ActorProfile[] } & Page>(this.#appview, "GET", "/api/followers", {
       query: { did, ...page },
     });
   }
 
   /** Accounts `did` follows, as actor cards. */
-  following(did: string, page: { cursor?: string; limit?: number } = {}) {
+  following(did: string, page: { cursor?: string; limit?: number; viewerDid?: string } = {}) {
     return this.#call<{ profiles: ActorProfile[] } & Page>(this.#appview, "GET", "/api/following", {
       query: { did, ...page },
+    });
+  }
+
+  /** The accounts the logged-in account muted, newest first (private, spec 4.2 rule 11). */
+  mutes(page: { cursor?: string; limit?: number } = {}) {
+    return this.#authed<{ profiles: ActorProfile[] } & Page>(this.#appview, "GET", "/api/mutes", {
+      query: async () => ({ did: (await this.#session.require()).did, ...page }),
+    });
+  }
+
+  /** Mutes `did` for the logged-in account (private; not a record, the index keeps it). */
+  mute(did: string): Promise<MuteResult> {
+    return this.#authed(this.#appview, "POST", "/api/mutes", {
+      body: async () => ({ did: (await this.#session.require()).did, subject: did }),
+    });
+  }
+
+  /** Unmutes `did` for the logged-in account. */
+  unmute(did: string): Promise<UnmuteResult> {
+    return this.#authed(this.#appview, "DELETE", `/api/mutes/${encodeURIComponent(did)}`, {
+      query: async () => ({ did: (await this.#session.require()).did }),
     });
   }
 

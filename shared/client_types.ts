@@ -81,6 +81,8 @@ export interface ThreadResponse {
   thread: { parent: Post | null; root: Post | null };
   like_count?: number;
   repost_count?: number;
+  /** True when the post is by an account the viewer blocks or is blocked by (4.2 rule 10). */
+  blocked?: boolean;
 }
 
 /** `GET /api/thread` (spec 2.8). */
@@ -93,6 +95,25 @@ export interface ThreadFullResponse {
   repost_count?: number;
   viewer_liked?: boolean;
   viewer_reposted?: boolean;
+  /** True when the post is by an account the viewer blocks or is blocked by (4.2 rule 10). */
+  blocked?: boolean;
+  /**
+   * True when the ancestors end at a post unavailable to the viewer because of a block: the
+   * parent of `parents[0]` (of `post` when `parents` is empty) is to be shown as unavailable.
+   */
+  ancestor_blocked?: boolean;
+}
+
+/** `POST /api/mutes`: `muted` is false when the account was muted already. */
+export interface MuteResult {
+  ok: boolean;
+  muted: boolean;
+}
+
+/** `DELETE /api/mutes/<did>`: `removed` is false when the account was not muted. */
+export interface UnmuteResult {
+  ok: boolean;
+  removed: boolean;
 }
 
 /**

@@ -13,6 +13,11 @@ export const COLLECTION_LIKE = "app.social.feed.like";
 export const COLLECTION_REPOST = "app.social.feed.repost";
 /** Follow record collection: the followed DID in `subject`. */
 export const COLLECTION_FOLLOW = "app.social.graph.follow";
+/**
+ * Block record collection: the blocked DID in `subject` (spec 2.14). The index hides each of the
+ * two accounts' content from the other (spec 4.2 rule 10).
+ */
+export const COLLECTION_BLOCK = "app.social.graph.block";
 /** Profile record collection; the single record has rkey {@link PROFILE_RKEY}. */
 export const COLLECTION_PROFILE = "app.social.actor.profile";
 /** The record key of the one profile record of a repository. */
@@ -24,6 +29,7 @@ export const SOCIAL_COLLECTIONS: readonly string[] = Object.freeze([
   COLLECTION_LIKE,
   COLLECTION_REPOST,
   COLLECTION_FOLLOW,
+  COLLECTION_BLOCK,
   COLLECTION_PROFILE,
 ]);
 

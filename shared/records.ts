@@ -27,6 +27,7 @@ import {
 } from "./_checks.ts";
 import { isValidDid } from "./syntax.ts";
 import {
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
@@ -86,6 +87,13 @@ export interface FollowRecord {
   createdAt: string;
 }
 
+/** `app.social.graph.block`: the blocked DID (spec 2.14). */
+export interface BlockRecord {
+  $type?: string;
+  subject: string;
+  createdAt: string;
+}
+
 /** `app.social.actor.profile`, rkey `self` (spec 2.5). */
 export interface ProfileRecord {
   $type?: string;
@@ -137,7 +145,8 @@ const CHECKS: ReadonlyMap<string, Check> = new Map<string, Check>([
   [COLLECTION_POST, checkPost],
   [COLLECTION_LIKE, checkSubjectRef],
   [COLLECTION_REPOST, checkSubjectRef],
-  [COLLECTION_FOLLOW, checkFollow],
+  [COLLECTION_FOLLOW, checkDidSubject],
+  [COLLECTION_BLOCK, checkDidSubject],
   [COLLECTION_PROFILE, checkProfile],
 ]);
 
@@ -181,7 +190,7 @@ function checkSubjectRef(r: Fields): string | null {
   return checkStrongRef("subject", r.subject) ?? checkDatetime("createdAt", r.createdAt);
 }
 
-function checkFollow(r: Fields): string | null {
+function checkDidSubject(r: Fields): string | null {
   if (typeof r.subject !== "string" || !isValidDid(r.subject)) {
     return `Invalid subject: ${show(r.subject)}`;
   }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { encodeCbor } from "./cbor.ts";
 import { cidForRaw, formatCid } from "./cid.ts";
 import {
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
@@ -259,6 +260,19 @@ Deno.test("validateRecord checks likes, reposts and follows (spec 2.14)", () => 
   assert.equal(
     reasonOf(COLLECTION_FOLLOW, { subject: "alice.example.com", createdAt: NOW }),
     'Invalid subject: "alice.example.com"',
+  );
+});
+
+Deno.test("validateRecord checks blocks: a DID subject and a datetime (spec 2.14)", () => {
+  assert.equal(validateRecord(COLLECTION_BLOCK, { subject: DID, createdAt: NOW }).ok, true);
+  assert.equal(
+    reasonOf(COLLECTION_BLOCK, { subject: REF, createdAt: NOW }),
+    "Invalid subject: an object without the expected members",
+  );
+  assert.equal(reasonOf(COLLECTION_BLOCK, { subject: DID }), "Invalid createdAt: undefined");
+  assert.equal(
+    reasonOf(COLLECTION_BLOCK, { $type: COLLECTION_FOLLOW, subject: DID, createdAt: NOW }),
+    `Record $type is not ${COLLECTION_BLOCK}: "${COLLECTION_FOLLOW}"`,
   );
 });
 

@@ -1,12 +1,12 @@
 /**
  * The three ingest sources of the index (spec 1.3, 6.2-6.5) against one write path: the same
  * commits delivered by push, by the local stream and as Jetstream events, in every order and
- * repeated, leave identical tables; the two cursors stay apart across a restart; the local
+ * repeated, leave identical tables (blocks included); the two cursors stay apart across a restart; the local
  * stream alone delivers every post.
  */
 
 import assert from "node:assert/strict";
-import { COLLECTION_POST, COLLECTION_REPOST } from "../shared/nsid.ts";
+import { COLLECTION_BLOCK, COLLECTION_POST, COLLECTION_REPOST } from "../shared/nsid.ts";
 import { ingestRoutes } from "../appview/api/ingest.ts";
 import type { AppviewContext } from "../appview/context.ts";
 import {
@@ -21,6 +21,7 @@ import {
 } from "../appview/_test_helpers.ts";
 import { CURSOR_LOCAL_SEQ, CURSOR_PUBLIC_TIME_US, readCursor } from "../appview/db/state.ts";
 import {
+  blockOp,
   deleteOp,
   didOf,
   followOp,
@@ -63,8 +64,15 @@ function scenario(): TestCommit[] {
     makeCommit(8, [profileOp(ALICE, { displayName: "Alice A.", avatar: cidText("avatar") })], {
       handle: "alice.test",
     }),
+    // Blocks (issue 37): one kept, one created and deleted again.
+    makeCommit(9, [blockOp(CAROL, "3kcarolblock2", BOB)]),
+    makeCommit(10, [blockOp(ALICE, "3kaliceblock2", CAROL)], { handle: "alice.test" }),
+    makeCommit(11, [deleteOp(ALICE, COLLECTION_BLOCK, "3kaliceblock2")], { handle: "alice.test" }),
   ];
 }
+
+/** The `seq` of the scenario's last commit. */
+const LAST_SEQ = 11;
 
 function cidText(seed: string): string {
   return makeCommit(1, [postOp(ALICE, "3kaaaaaaaaaa2", seed)]).ops[0].cid!;
@@ -220,11 +228,15 @@ Deno.test("the same commits by push, local stream and Jetstream, in every order 
     ],
   );
   assert.deepEqual(dump.reposts, []);
+  assert.deepEqual(
+    dump.blocks.map((b) => [b.actor, b.rkey, b.subject]),
+    [[CAROL, "3kcarolblock2", BOB]],
+  );
   assert.equal(dump.likes.length, 2);
   assert.equal(dump.follows.length, 2);
   assert.deepEqual(
     dump.cursors.map((c) => [c.name, c.value]),
-    [[CURSOR_LOCAL_SEQ, 8], [CURSOR_PUBLIC_TIME_US, T0 + 800]],
+    [[CURSOR_LOCAL_SEQ, LAST_SEQ], [CURSOR_PUBLIC_TIME_US, T0 + LAST_SEQ * 100]],
   );
 });
 
@@ -255,11 +267,11 @@ Deno.test("both stream cursors persist independently across a restart; the publi
     createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
   );
   await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
-  await waitFor(() => local.status().cursor === 8);
+  await waitFor(() => local.status().cursor === LAST_SEQ);
   await js.waitForClients(1);
   assert.deepEqual(stream.cursors, ["3"]);
   assert.equal(js.requests[0].get("cursor"), String(T0 + 300 - 5_000_000));
-  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), 8);
+  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), LAST_SEQ);
   assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), T0 + 300);
   assert.equal(pub.status().cursor, T0 + 300);
 });

@@ -10,7 +10,7 @@ import { decodeIdKey, nextCursor } from "../views/cursor.ts";
 import type { ActorPage } from "../views/graph.ts";
 import { presentActor } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
-import { cursorParam, didParam, limitParam } from "./params.ts";
+import { cursorParam, didParam, limitParam, viewerParam } from "./params.ts";
 
 /** Routes of the follow graph. */
 export function graphRoutes(views: Views): Hono {
@@ -18,7 +18,11 @@ export function graphRoutes(views: Views): Hono {
   for (const list of ["followers", "following"] as const) {
     app.get(`/api/${list}`, (c) => {
       const did = didParam(c);
-      const opts = { limit: limitParam(c), cursor: cursorParam(c, decodeIdKey) };
+      const opts = {
+        limit: limitParam(c),
+        cursor: cursorParam(c, decodeIdKey),
+        viewerDid: viewerParam(c),
+      };
       const page: ActorPage = views.graph[list](did, opts);
       return c.json({
         profiles: page.rows.map(presentActor),

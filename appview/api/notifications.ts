@@ -16,7 +16,7 @@ import { presentNotification } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import type { AppviewContext } from "../context.ts";
 import { invalidRequest } from "./errors.ts";
-import { checkDid, cursorParam, echo, limitParam } from "./params.ts";
+import { checkDid, cursorParam, echo, limitParam, readJson } from "./params.ts";
 import { type PrivateGuard, subjectParam } from "./private_guard.ts";
 
 /** Routes of notifications. */
@@ -48,15 +48,6 @@ export function notificationRoutes(
     return c.json({ ok: true, updated });
   });
   return app;
-}
-
-async function readJson(req: Request): Promise<unknown> {
-  const text = await req.text();
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw invalidRequest("Request body is not valid JSON");
-  }
 }
 
 /** The `seen` payload: `did` and `seenAt` (normalised to the `indexed_at` form, or null). */

@@ -34,6 +34,15 @@ export function didParam(c: AnyContext, name = "did"): string {
   return checkDid(requiredParam(c, name), name);
 }
 
+/**
+ * The optional `viewerDid` parameter of the public views (spec 4.2 rule 10): null when absent or
+ * empty; 400 when not a DID.
+ */
+export function viewerParam(c: AnyContext): string | null {
+  const value = c.req.query("viewerDid");
+  return value === undefined || value === "" ? null : checkDid(value, "viewerDid");
+}
+
 /** `value` when it is a DID; 400 naming `name` otherwise. */
 export function checkDid(value: string, name = "did"): string {
   if (!isValidDid(value)) throw invalidRequest(`Invalid ${name}: ${echo(value)}`);
@@ -66,6 +75,16 @@ export function cursorParam<T>(c: AnyContext, decode: (cursor: string) => T | nu
   const key = decode(raw);
   if (key === null) throw invalidRequest(`Invalid cursor: ${echo(raw)}`);
   return key;
+}
+
+/** The request body as JSON; 400 when it is not JSON. */
+export async function readJson(req: Request): Promise<unknown> {
+  const text = await req.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalidRequest("Request body is not valid JSON");
+  }
 }
 
 /** A value shortened for an error message. */

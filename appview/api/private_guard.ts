@@ -1,5 +1,5 @@
 /**
- * How the four private endpoints (spec 5.2) are guarded: `requireViewer` before the handler and
+ * How the private endpoints (spec 5.2) are guarded: `requireViewer` before the handler and
  * `checkSubject` inside it, or neither when authentication is off (`APPVIEW_AUTH_REQUIRED=false`:
  * no token is read, any caller for any `did`). Without a verifier while authentication is
  * required, the endpoints fail closed with 503 `AuthUnavailable`.

@@ -1,7 +1,8 @@
 /**
  * `GET /api/profile/<handle>` and `GET /api/profile?did=` (spec 2.4, 4.2 rule 3, public). An
  * unknown or placeholder handle, or an unknown DID, answers 200 with the synthetic empty profile
- * (`did` is the empty string).
+ * (`did` is the empty string). With `viewerDid`, a profile of an account the viewer blocks or is
+ * blocked by comes without posts (spec 4.2 rule 10).
  *
  * @module
  */
@@ -11,7 +12,7 @@ import { placeholderHandle } from "../db/handles.ts";
 import { emptyProfile } from "../views/profile.ts";
 import type { Views } from "../views/views.ts";
 import { invalidRequest } from "./errors.ts";
-import { didParam, echo } from "./params.ts";
+import { didParam, echo, viewerParam } from "./params.ts";
 
 /** Longest handle looked up (a valid handle has at most 253 characters). */
 const MAX_HANDLE_PARAM = 256;
@@ -21,13 +22,20 @@ export function profileRoutes(views: Views): Hono {
   const app = new Hono();
   app.get("/api/profile", (c) => {
     const did = didParam(c);
-    return c.json(views.profiles.byDid(did) ?? emptyProfile(placeholderHandle(did)));
+    const opts = hidePostsFor(views, viewerParam(c));
+    return c.json(views.profiles.byDid(did, opts) ?? emptyProfile(placeholderHandle(did)));
   });
   app.get("/api/profile/:handle", (c) => {
     const handle = c.req.param("handle");
     if (handle.length > MAX_HANDLE_PARAM) throw invalidRequest(`Invalid handle: ${echo(handle)}`);
     const bare = handle.startsWith("@") ? handle.slice(1) : handle;
-    return c.json(views.profiles.byHandle(bare) ?? emptyProfile(bare));
+    const opts = hidePostsFor(views, viewerParam(c));
+    return c.json(views.profiles.byHandle(bare, opts) ?? emptyProfile(bare));
   });
   return app;
+}
+
+/** Spec 4.2 rule 10: no posts in a profile when the viewer and the account block either way. */
+function hidePostsFor(views: Views, viewerDid: string | null) {
+  return { hidePosts: (did: string) => views.safety.blocked(viewerDid, did) };
 }

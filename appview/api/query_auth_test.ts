@@ -1,5 +1,5 @@
 /**
- * The four private endpoints behind bearer tokens (spec 5.2, part 7): 401 `AuthMissing` without
+ * The private endpoints behind bearer tokens (spec 5.2, part 7): 401 `AuthMissing` without
  * a token, 401 `TokenInvalid` for a bad one, 403 `Forbidden` when the subject is not the
  * requested `did`, 200 with a valid token; public endpoints need none; with authentication off no
  * token is read.
@@ -19,6 +19,7 @@ import { createTokenVerifier } from "../auth/verifier.ts";
 import { loadAppviewConfig } from "../config.ts";
 
 const BOB = "did:plc:bob2345678abcdefghijklm";
+const MUTED = "did:plc:mutedabcdefghijklmnopqrs";
 
 type Call = { path: (did: string) => string; init?: (did: string) => RequestInit };
 
@@ -30,6 +31,12 @@ const PRIVATE: Record<string, Call> = {
     path: () => "/api/notifications/seen",
     init: (did) => ({ method: "POST", body: JSON.stringify({ did, seenAt: null }) }),
   },
+  mutes: { path: (did) => `/api/mutes?did=${did}` },
+  mute: {
+    path: () => "/api/mutes",
+    init: (did) => ({ method: "POST", body: JSON.stringify({ did, subject: MUTED }) }),
+  },
+  unmute: { path: (did) => `/api/mutes/${MUTED}?did=${did}`, init: () => ({ method: "DELETE" }) },
 };
 
 async function authHarness() {
@@ -113,6 +120,9 @@ Deno.test("private endpoints serve the token's subject with a valid token", asyn
     notifications: { notifications: [], cursor: null },
     count: { count: 0 },
     seen: { ok: true, updated: 0 },
+    mutes: { profiles: [], cursor: null },
+    mute: { ok: true, muted: true },
+    unmute: { ok: true, removed: true },
   };
   for (const [name, call] of Object.entries(PRIVATE)) {
     const { status, body } = await send(t.h, call, ALICE, `bearer ${token}`);

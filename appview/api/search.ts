@@ -10,7 +10,7 @@ import { decodeRowId, nextCursor } from "../views/cursor.ts";
 import { presentPost } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import { invalidRequest } from "./errors.ts";
-import { cursorParam, limitParam } from "./params.ts";
+import { cursorParam, limitParam, viewerParam } from "./params.ts";
 
 /** Longest query accepted. */
 export const MAX_QUERY_LENGTH = 1_000;
@@ -27,6 +27,7 @@ export function searchRoutes(views: Views): Hono {
     const page = views.search.search(q, {
       limit: limitParam(c),
       before: cursorParam(c, decodeRowId),
+      viewerDid: viewerParam(c),
     });
     return c.json({
       posts: page.rows.map(presentPost),

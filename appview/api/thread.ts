@@ -10,14 +10,19 @@
  * `viewer_liked`/`viewer_reposted` are present only when `viewerDid` is given (and the post is
  * indexed): absent means unknown, not false.
  *
+ * With `viewerDid` (both routes) the block rule applies (spec 4.2 rule 10): a post by an account
+ * the viewer blocks or is blocked by is answered as `post: null` with `blocked: true`; as parent
+ * or root it is null; in the ancestors it ends the chain (`ancestor_blocked: true`); as a reply
+ * it is left out.
+ *
  * @module
  */
 
 import { type Context, Hono } from "hono";
-import { type Post, presentPost } from "../views/present.ts";
+import { type Post, type PostRow, presentPost } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import { invalidRequest } from "./errors.ts";
-import { checkDid, checkRecordUri, echo, requiredParam } from "./params.ts";
+import { checkRecordUri, echo, requiredParam, viewerParam } from "./params.ts";
 
 const POST_PREFIX = "/api/post/";
 const THREAD_PREFIX = "/api/thread/";
@@ -25,7 +30,10 @@ const THREAD_PREFIX = "/api/thread/";
 /** Routes of posts and threads. */
 export function threadRoutes(views: Views): Hono {
   const app = new Hono();
-  app.get(`${POST_PREFIX}*`, (c) => c.json(postResponse(views, uriFromPath(c, POST_PREFIX))));
+  app.get(
+    `${POST_PREFIX}*`,
+    (c) => c.json(postResponse(views, c, uriFromPath(c, POST_PREFIX))),
+  );
   app.get("/api/thread", (c) => c.json(threadResponse(views, c, requiredParam(c, "uri"))));
   app.get(
     `${THREAD_PREFIX}*`,
@@ -34,11 +42,17 @@ export function threadRoutes(views: Views): Hono {
   return app;
 }
 
-function postResponse(views: Views, uri: string): Record<string, unknown> {
+function postResponse(views: Views, c: Context, uri: string): Record<string, unknown> {
   const row = views.threads.post(checkRecordUri(uri));
+  const viewerDid = viewerParam(c);
+  const visible = (post: PostRow | null) =>
+    post !== null && !views.safety.blocked(viewerDid, post.did) ? post : null;
   if (row === null) return { post: null, thread: { parent: null, root: null } };
-  const parent = row.parent_uri === null ? null : views.posts.byUri(row.parent_uri);
-  const root = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
+  if (visible(row) === null) {
+    return { post: null, thread: { parent: null, root: null }, blocked: true };
+  }
+  const parent = row.parent_uri === null ? null : visible(views.posts.byUri(row.parent_uri));
+  const root = row.root_uri === null ? null : visible(views.posts.byUri(row.root_uri));
   return {
     post: presentPost(row),
     thread: {
@@ -52,21 +66,24 @@ function postResponse(views: Views, uri: string): Record<string, unknown> {
 
 function threadResponse(views: Views, c: Context, rawUri: string): Record<string, unknown> {
   const uri = checkRecordUri(rawUri);
-  const viewerParam = c.req.query("viewerDid");
-  const viewerDid = viewerParam === undefined || viewerParam === ""
-    ? null
-    : checkDid(viewerParam, "viewerDid");
+  const viewerDid = viewerParam(c);
   const row = views.threads.post(uri);
   if (row === null) return { post: null, parents: [], root: null, replies: [] };
-  const root = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
+  if (views.safety.blocked(viewerDid, row.did)) {
+    return { post: null, parents: [], root: null, replies: [], blocked: true };
+  }
+  const rootRow = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
+  const root = rootRow !== null && !views.safety.blocked(viewerDid, rootRow.did) ? rootRow : null;
+  const ancestors = views.threads.ancestors(row, viewerDid);
   const body: Record<string, unknown> = {
     post: presentPost(row),
-    parents: views.threads.ancestors(row).map(presentPost),
+    parents: ancestors.chain.map(presentPost),
     root: root === null ? null : presentPost(root),
-    replies: views.threads.replies(uri).map(presentPost) satisfies Post[],
+    replies: views.threads.replies(uri, viewerDid).map(presentPost) satisfies Post[],
     like_count: row.like_count,
     repost_count: row.repost_count,
   };
+  if (ancestors.blocked) body.ancestor_blocked = true;
   if (viewerDid !== null) {
     const state = views.threads.viewerState(uri, viewerDid);
     body.viewer_liked = state.liked;

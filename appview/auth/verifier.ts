@@ -4,7 +4,7 @@
  * `TokenVerifier` checks, in order: the ES256 signature against the account host's key, `exp`
  * with 30 s of leeway, `scope`, then `aud`. Verified tokens are cached under a SHA-256 hash of the
  * token until `exp` so a repeated token costs a hash and a map lookup, not an ECDSA verify
- * (docs/behaviour.md 12). `requireViewer` is the Hono middleware for the four private endpoints;
+ * (docs/behaviour.md 12). `requireViewer` is the Hono middleware for the private endpoints;
  * `checkSubject` is the handler's check that the token subject equals the requested `did`.
  *
  * @module

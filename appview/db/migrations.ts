@@ -239,6 +239,35 @@ CREATE INDEX notifications_by_recipient ON notifications (recipient, indexed_at,
  */
 const CONSUMER_DOWN_SINCE_V7 = `ALTER TABLE consumer_status ADD COLUMN down_since TEXT;`;
 
+/**
+ * Version 8, member safety (issue 37, spec 4.2 rules 10-11):
+ * - `blocks`, one row per `app.social.graph.block` record, keyed by (blocker, rkey) so a delete
+ *   event (did, rkey) finds its row; `blocks_by_pair` answers "does A block B" in one seek, in
+ *   both directions, for the read side's `NOT EXISTS` filters; `blocks_by_subject` tells whether
+ *   anyone blocks an account, so a member no block or mute concerns reads the unfiltered plans;
+ * - `mutes`, private to the member and written by `/api/mutes` only, keyed by (member, muted);
+ *   `mutes_by_time` pages a member's list newest first.
+ */
+const MEMBER_SAFETY_V8 = `
+CREATE TABLE blocks (
+  actor INTEGER NOT NULL,
+  rkey TEXT NOT NULL,
+  subject INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  indexed_at TEXT NOT NULL,
+  PRIMARY KEY (actor, rkey)
+) WITHOUT ROWID;
+CREATE INDEX blocks_by_pair ON blocks (actor, subject);
+CREATE INDEX blocks_by_subject ON blocks (subject);
+CREATE TABLE mutes (
+  actor INTEGER NOT NULL,
+  subject INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (actor, subject)
+) WITHOUT ROWID;
+CREATE INDEX mutes_by_time ON mutes (actor, created_at, subject);
+`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
@@ -248,6 +277,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 5, name: "interned DIDs in the hot indexes", sql: INTERNED_ACTORS_V5 },
   { version: 6, name: "fewer index writes per op", sql: FEWER_INDEX_WRITES_V6 },
   { version: 7, name: "when each consumer stopped being live", sql: CONSUMER_DOWN_SINCE_V7 },
+  { version: 8, name: "blocks and mutes", sql: MEMBER_SAFETY_V8 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -15,11 +15,13 @@ import {
 
 const TABLES = [
   "actors",
+  "blocks",
   "consumer_status",
   "cursors",
   "follows",
   "ingest_skips",
   "likes",
+  "mutes",
   "notifications",
   "posts",
   "posts_fts",
@@ -316,8 +318,10 @@ Deno.test("migration 6 makes posts_by_time ascending and folds the unread index 
       notifications_by_recipient: ["recipient", "indexed_at", "id", "read_at"],
       notifications_dedupe: ["recipient", "kind", "author", "<expr>"],
     });
-    // Rows are untouched; the unread count and `seen` still see exactly the unread ones.
+    // Rows are untouched; the unread count and `seen` still see exactly the unread ones (the
+    // view reads the latest schema: the later steps run first).
     assert.equal(db.prepare("SELECT count(*) AS n FROM posts").get()!.n, 1);
+    runMigrations(db);
     const view = new NotificationView(db);
     assert.equal(view.unreadCount(A), 2);
     assert.equal(view.markSeen(A, "2026-01-01T00:00:02.000Z", "2026-01-02T00:00:00.000Z"), 1);
@@ -327,6 +331,23 @@ Deno.test("migration 6 makes posts_by_time ascending and folds the unread index 
       [2, "2026-01-02T00:00:00.000Z"],
       [1, "2026-01-01T00:00:09.000Z"],
     ]);
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("migration 8 adds blocks and mutes with the indexes their filters seek", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    runMigrations(db, { migrations: MIGRATIONS.slice(0, 7) });
+    assert.deepEqual(runMigrations(db, { migrations: MIGRATIONS.slice(0, 8) }), [8]);
+    assert.deepEqual(indexShapes(db, "blocks"), {
+      blocks_by_pair: ["actor", "subject"],
+      blocks_by_subject: ["subject"],
+    });
+    assert.deepEqual(indexShapes(db, "mutes"), {
+      mutes_by_time: ["actor", "created_at", "subject"],
+    });
   } finally {
     db.close();
   }

@@ -37,6 +37,7 @@
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import {
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
@@ -49,6 +50,7 @@ import { isValidDid, isValidHandle, isValidRecordKey } from "../../shared/syntax
 import { type Logger, silentLogger } from "../../shared/log.ts";
 import { prepareCursorWrite } from "../db/state.ts";
 import { ActorIds } from "./indexers/actors.ts";
+import { BlockIndexer } from "./indexers/index_blocks.ts";
 import { FollowIndexer } from "./indexers/index_graph.ts";
 import { InteractionIndexer, LIKE_KIND, REPOST_KIND } from "./indexers/index_interactions.ts";
 import { PostIndexer } from "./indexers/index_posts.ts";
@@ -220,6 +222,7 @@ export class IndexWriter {
       [COLLECTION_LIKE, new InteractionIndexer(db, LIKE_KIND, actors, notifier)],
       [COLLECTION_REPOST, new InteractionIndexer(db, REPOST_KIND, actors, notifier)],
       [COLLECTION_FOLLOW, new FollowIndexer(db, actors, counters, notifier)],
+      [COLLECTION_BLOCK, new BlockIndexer(db, actors)],
       [COLLECTION_PROFILE, new ProfileIndexer(db)],
     ]);
     this.#handles = new HandleIndexer(db);

@@ -152,7 +152,7 @@ Deno.test("invalid ops are skipped and counted by reason while later good ops ap
   const ops: IndexOp[] = [
     tooLong,
     postOp(ALICE, "good", "fine"),
-    { ...postOp(ALICE, "g2", "other"), collection: "app.social.graph.block" },
+    { ...postOp(ALICE, "g2", "other"), collection: "app.social.graph.list" },
     { ...postOp(ALICE, "g3", "x"), collection: "com.example.anything" },
     { ...likeOp(BOB, "l1", post(ALICE, "good")), did: "not-a-did" },
     { ...likeOp(BOB, "l2", post(ALICE, "good")), cid: null },

@@ -9,6 +9,7 @@ import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
 import type { ActorRow } from "./present.ts";
+import { blockedSql } from "./safety.ts";
 
 /** One page of actor rows. */
 export interface ActorPage {
@@ -17,6 +18,13 @@ export interface ActorPage {
 }
 
 type GraphRow = ActorRow & { indexed_at: string; actor: number };
+
+/** Paging and the optional viewer of a list (spec 4.2 rule 10). */
+export interface GraphOptions {
+  limit: number;
+  cursor: IdKey | null;
+  viewerDid?: string | null;
+}
 
 /** Reads the follow graph with statements prepared once. */
 export class GraphView {
@@ -30,19 +38,20 @@ export class GraphView {
          FROM follows f JOIN actors x ON x.id = f.${other} LEFT JOIN profiles a ON a.did = x.did
          WHERE f.${self} = ${actorIdSql("?1")}
            AND (f.indexed_at, f.${other}) < (?2, ?3)
+           AND NOT ${blockedSql(actorIdSql("?5"), `f.${other}`)}
          ORDER BY f.indexed_at DESC, f.${other} DESC LIMIT ?4`,
       );
     this.#followers = list("subject", "follower");
     this.#following = list("follower", "subject");
   }
 
-  /** Accounts following `did`. */
-  followers(did: string, opts: { limit: number; cursor: IdKey | null }): ActorPage {
+  /** Accounts following `did`; with `viewerDid`, none the viewer blocks or is blocked by. */
+  followers(did: string, opts: GraphOptions): ActorPage {
     return page(this.#followers, did, opts);
   }
 
-  /** Accounts `did` follows. */
-  following(did: string, opts: { limit: number; cursor: IdKey | null }): ActorPage {
+  /** Accounts `did` follows; with `viewerDid`, none the viewer blocks or is blocked by. */
+  following(did: string, opts: GraphOptions): ActorPage {
     return page(this.#following, did, opts);
   }
 }
@@ -50,11 +59,12 @@ export class GraphView {
 function page(
   stmt: StatementSync,
   did: string,
-  opts: { limit: number; cursor: IdKey | null },
+  opts: GraphOptions,
 ): ActorPage {
   // The tiebreak is the actor's interned id (schema version 5).
   const [time, last] = opts.cursor ?? [TOP_TIME, Number.MAX_SAFE_INTEGER];
-  const rows = stmt.all(did, time, last, opts.limit + 1) as unknown as GraphRow[];
+  const viewer = opts.viewerDid ?? null;
+  const rows = stmt.all(did, time, last, opts.limit + 1, viewer) as unknown as GraphRow[];
   const more = rows.length > opts.limit;
   if (more) rows.length = opts.limit;
   const end = rows[rows.length - 1];

@@ -1,7 +1,9 @@
 /**
  * Notifications of a recipient (spec 2.7, 3.1, 4.2 rules 6-7): newest first by (`indexed_at`,
  * `id`), hydrated in the same statement with the author's profile (handle, display name, avatar)
- * and the subject post's text; the unread count; and marking as read.
+ * and the subject post's text; the unread count; and marking as read. Notifications by accounts
+ * the recipient blocks, is blocked by or has muted are left out of the list and the count (spec
+ * 4.2 rules 10-11), not deleted: unblocking or unmuting brings them back.
  *
  * @module
  */
@@ -10,6 +12,7 @@ import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
 import type { NotificationRow } from "./present.ts";
+import { hiddenSql, involvedSql } from "./safety.ts";
 
 /** One page of notifications. */
 export interface NotificationPage {
@@ -21,6 +24,8 @@ export interface NotificationPage {
 export class NotificationView {
   readonly #list: StatementSync;
   readonly #count: StatementSync;
+  readonly #countFiltered: StatementSync;
+  readonly #involved: StatementSync;
   readonly #seenUpTo: StatementSync;
   readonly #seenAll: StatementSync;
 
@@ -33,12 +38,21 @@ export class NotificationView {
        LEFT JOIN profiles a ON a.did = n.author_did
        LEFT JOIN posts s ON s.author = n.subject_author AND s.rkey = n.subject_rkey
        WHERE n.recipient = ${actorIdSql("?1")} AND (n.indexed_at, n.id) < (?2, ?3)
+         AND NOT ${hiddenSql("n.recipient", "n.author")}
        ORDER BY n.indexed_at DESC, n.id DESC LIMIT ?4`,
     );
+    // The count is covered by `notifications_by_recipient`; the filtered one reads each unread
+    // row's author, so it runs only for a member some block or mute concerns.
     this.#count = db.prepare(
       `SELECT count(*) AS n FROM notifications
        WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL`,
     );
+    this.#countFiltered = db.prepare(
+      `SELECT count(*) AS n FROM notifications
+       WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL
+         AND NOT ${hiddenSql("recipient", "author")}`,
+    );
+    this.#involved = db.prepare(`SELECT ${involvedSql(actorIdSql("?1"))} AS v`);
     this.#seenUpTo = db.prepare(
       `UPDATE notifications SET read_at = ?2
        WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL AND indexed_at <= ?3`,
@@ -61,7 +75,8 @@ export class NotificationView {
 
   /** Unread notifications of `did`. */
   unreadCount(did: string): number {
-    return (this.#count.get(did) as { n: number }).n;
+    const involved = (this.#involved.get(did) as { v: number }).v === 1;
+    return ((involved ? this.#countFiltered : this.#count).get(did) as { n: number }).n;
   }
 
   /**

@@ -56,23 +56,27 @@ export class ProfileView {
     );
   }
 
-  /** The profile whose handle is `handle` (any case); null when unknown or a placeholder. */
-  byHandle(handle: string): Profile | null {
+  /**
+   * The profile whose handle is `handle` (any case); null when unknown or a placeholder. With
+   * `opts.hidePosts` the profile comes without posts (spec 4.2 rule 10: a block between the
+   * viewer and the account).
+   */
+  byHandle(handle: string, opts: { hidePosts?: (did: string) => boolean } = {}): Profile | null {
     const bare = handle.startsWith("@") ? handle.slice(1) : handle;
     if (isPlaceholderHandle(bare) || !isValidHandle(bare)) return null;
     const row = this.#byHandle.get(normalizeHandle(bare)) as { did: string } | undefined;
-    return row === undefined ? null : this.byDid(row.did);
+    return row === undefined ? null : this.byDid(row.did, opts);
   }
 
-  /** The profile of `did`; null when the index knows nothing of it. */
-  byDid(did: string): Profile | null {
+  /** The profile of `did`; null when the index knows nothing of it. `opts` as in byHandle. */
+  byDid(did: string, opts: { hidePosts?: (did: string) => boolean } = {}): Profile | null {
     const row = this.#byDid.get(did) as ProfileRow | undefined;
     const posts = this.#posts.all(did) as unknown as PostRow[];
     if (row === undefined && posts.length === 0) return null;
     return {
       did,
       handle: presentHandle(row?.handle ?? posts[0]?.handle ?? null, did),
-      posts: posts.map(presentPost),
+      posts: opts.hidePosts?.(did) ? [] : posts.map(presentPost),
       followers: row?.follower_count ?? 0,
       following: row?.following_count ?? 0,
       display_name: row?.display_name ?? null,

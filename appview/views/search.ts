@@ -14,6 +14,8 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
 import type { PostRow } from "./present.ts";
+import { actorIdSql } from "../db/schema.ts";
+import { blockedSql } from "./safety.ts";
 
 /** Most words of a query that are used; the rest are ignored. */
 export const MAX_SEARCH_TERMS = 16;
@@ -49,6 +51,7 @@ export function toFtsQuery(input: string): string | null {
 export class SearchView {
   readonly #posts: PostHydrator;
   readonly #match: StatementSync;
+  readonly #matchForViewer: StatementSync;
 
   constructor(db: DatabaseSync, posts: PostHydrator) {
     this.#posts = posts;
@@ -56,15 +59,30 @@ export class SearchView {
       `SELECT rowid AS id FROM posts_fts WHERE posts_fts MATCH ?1 AND rowid < ?2
        ORDER BY rowid DESC LIMIT ?3`,
     );
+    // With a viewer: each match's author read by the post's primary key, then the block seeks.
+    this.#matchForViewer = db.prepare(
+      `SELECT f.rowid AS id FROM posts_fts f
+       WHERE posts_fts MATCH ?1 AND f.rowid < ?2
+         AND NOT ${blockedSql(actorIdSql("?4"), "(SELECT author FROM posts WHERE id = f.rowid)")}
+       ORDER BY f.rowid DESC LIMIT ?3`,
+    );
   }
 
-  /** Posts matching every word of `q`, newest first, below the row id `before` (null: top). */
-  search(q: string, opts: { limit: number; before: number | null }): SearchPage {
+  /**
+   * Posts matching every word of `q`, newest first, below the row id `before` (null: top); with
+   * `viewerDid`, none by an account the viewer blocks or is blocked by (spec 4.2 rule 10).
+   */
+  search(
+    q: string,
+    opts: { limit: number; before: number | null; viewerDid?: string | null },
+  ): SearchPage {
     const query = toFtsQuery(q);
     if (query === null) return { rows: [], next: null };
-    const ids = (this.#match.all(query, opts.before ?? Number.MAX_SAFE_INTEGER, opts.limit + 1) as {
-      id: number;
-    }[]).map((r) => r.id);
+    const before = opts.before ?? Number.MAX_SAFE_INTEGER;
+    const found = opts.viewerDid
+      ? this.#matchForViewer.all(query, before, opts.limit + 1, opts.viewerDid)
+      : this.#match.all(query, before, opts.limit + 1);
+    const ids = (found as { id: number }[]).map((r) => r.id);
     const more = ids.length > opts.limit;
     if (more) ids.length = opts.limit;
     return { rows: this.#posts.byIds(ids), next: more ? ids[ids.length - 1] : null };

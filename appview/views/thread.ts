@@ -9,6 +9,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
 import { postKeyOf } from "../db/post_key.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
+import { blockedSql, type SafetyView } from "./safety.ts";
 
 const ACTOR_1 = actorIdSql("?1");
 const ACTOR_3 = actorIdSql("?3");
@@ -22,15 +23,23 @@ export const MAX_THREAD_REPLIES = 500;
 export class ThreadView {
   readonly #posts: PostHydrator;
   readonly #replies: StatementSync;
+  readonly #repliesForViewer: StatementSync;
+  readonly #safety: SafetyView;
   readonly #liked: StatementSync;
   readonly #reposted: StatementSync;
 
-  constructor(db: DatabaseSync, posts: PostHydrator) {
+  constructor(db: DatabaseSync, posts: PostHydrator, safety: SafetyView) {
     this.#posts = posts;
     this.#replies = db.prepare(
       `SELECT ${POST_COLUMNS} FROM posts WHERE parent_uri = ?
        ORDER BY indexed_at, uri LIMIT ${MAX_THREAD_REPLIES}`,
     );
+    this.#repliesForViewer = db.prepare(
+      `SELECT ${POST_COLUMNS} FROM posts WHERE parent_uri = ?1
+         AND NOT ${blockedSql(actorIdSql("?2"), "author")}
+       ORDER BY indexed_at, uri LIMIT ${MAX_THREAD_REPLIES}`,
+    );
+    this.#safety = safety;
     this.#liked = db.prepare(
       `SELECT EXISTS (SELECT 1 FROM likes WHERE subject_author = ${ACTOR_1}
          AND subject_rkey = ?2 AND actor = ${ACTOR_3}) AS v`,
@@ -49,25 +58,40 @@ export class ThreadView {
   /**
    * The indexed ancestors of `post`, root-first (the last is the immediate parent), at most
    * {@link MAX_THREAD_DEPTH}. The walk stops at a parent that is not indexed, and never revisits
-   * a post (hostile records can form a cycle).
+   * a post (hostile records can form a cycle). With `viewerDid` it also stops at a parent by an
+   * account the viewer blocks or is blocked by (`blocked` true; spec 4.2 rule 10).
    */
-  ancestors(post: PostRow): PostRow[] {
+  ancestors(
+    post: PostRow,
+    viewerDid: string | null = null,
+  ): { chain: PostRow[]; blocked: boolean } {
     const chain: PostRow[] = [];
     const seen = new Set<string>([post.uri]);
     let parentUri = post.parent_uri;
+    let blocked = false;
     while (parentUri !== null && chain.length < MAX_THREAD_DEPTH && !seen.has(parentUri)) {
       const parent = this.#posts.byUri(parentUri);
       if (parent === null) break;
+      if (this.#safety.blocked(viewerDid, parent.did)) {
+        blocked = true;
+        break;
+      }
       chain.push(parent);
       seen.add(parentUri);
       parentUri = parent.parent_uri;
     }
-    return chain.reverse();
+    return { chain: chain.reverse(), blocked };
   }
 
-  /** Direct replies of the post `uri`, oldest first. */
-  replies(uri: string): PostRow[] {
-    return this.#replies.all(uri) as unknown as PostRow[];
+  /**
+   * Direct replies of the post `uri`, oldest first; with `viewerDid`, none by an account the
+   * viewer blocks or is blocked by (what hangs below such a reply goes with it).
+   */
+  replies(uri: string, viewerDid: string | null = null): PostRow[] {
+    const rows = viewerDid === null
+      ? this.#replies.all(uri)
+      : this.#repliesForViewer.all(uri, viewerDid);
+    return rows as unknown as PostRow[];
   }
 
   /** Whether `viewerDid` likes / reposts the post `uri`. */

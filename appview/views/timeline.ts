@@ -19,6 +19,10 @@
  *   matches found are kept and the threshold merge supplies the rest strictly below the last row
  *   walked; when the index ends first, the page is complete as it is.
  *
+ * Both, and the cold start, leave out the posts of accounts the viewer blocks, is blocked by or
+ * has muted (spec 4.2 rules 10-11): followees are filtered before the merge, rows of the walks as
+ * they are read (`NOT EXISTS` seeks, `safety.ts`).
+ *
  * @module
  */
 
@@ -27,6 +31,7 @@ import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { type TextKey, TOP_TIME } from "./cursor.ts";
 import type { PostHydrator } from "./posts.ts";
 import type { PostRow } from "./present.ts";
+import { hiddenSql } from "./safety.ts";
 
 /** Skeleton strategy; `auto` picks per viewer by follow count. */
 export type TimelineStrategy = "auto" | "per_followee" | "global_scan";
@@ -76,7 +81,7 @@ export class TimelineView {
            SELECT indexed_at FROM posts INDEXED BY posts_by_author
            WHERE author = f.subject AND (indexed_at, uri) < (?2, ?3)
            ORDER BY indexed_at DESC, uri DESC LIMIT 1) AS t
-         FROM follows f WHERE f.follower = ?1),
+         FROM follows f WHERE f.follower = ?1 AND NOT ${hiddenSql("?1", "f.subject")}),
        floor AS MATERIALIZED (SELECT ifnull((SELECT t FROM heads WHERE t IS NOT NULL
          ORDER BY t DESC LIMIT 1 OFFSET ?4 - 1), '') AS t)
        SELECT heads.author, floor.t AS floor FROM floor CROSS JOIN heads WHERE heads.t >= floor.t`,
@@ -92,6 +97,7 @@ export class TimelineView {
          WHERE (indexed_at, uri) < (?2, ?3)
          ORDER BY indexed_at DESC, uri DESC LIMIT ?5)
        WHERE EXISTS (SELECT 1 FROM follows WHERE follower = ?1 AND subject = author)
+         AND NOT ${hiddenSql("?1", "author")}
        ORDER BY indexed_at DESC, uri DESC LIMIT ?4`,
     );
     // The last row the bounded walk read: the ?3-th row below the cursor (none: the walk read
@@ -104,6 +110,7 @@ export class TimelineView {
     this.#coldStart = db.prepare(
       `SELECT id, indexed_at, uri FROM posts INDEXED BY posts_by_time
        WHERE (indexed_at, uri) < (?1, ?2) AND collection = ?3
+         AND NOT ${hiddenSql("?5", "author")}
        ORDER BY indexed_at DESC, uri DESC LIMIT ?4`,
     );
   }
@@ -118,7 +125,13 @@ export class TimelineView {
     let skeleton: SkeletonRow[];
     const viewer = (this.#actorId.get(viewerDid) as { id: number } | undefined)?.id;
     if (viewer === undefined || !(this.#hasFollows.get(viewer) as { f: number }).f) {
-      skeleton = this.#coldStart.all(time, uri, COLLECTION_POST, take) as unknown as SkeletonRow[];
+      skeleton = this.#coldStart.all(
+        time,
+        uri,
+        COLLECTION_POST,
+        take,
+        viewer ?? null,
+      ) as unknown as SkeletonRow[];
     } else {
       const strategy = opts.strategy ?? "auto";
       const perFollowee = strategy === "per_followee" ||

@@ -10,6 +10,7 @@ import { GraphView } from "./graph.ts";
 import { NotificationView } from "./notifications.ts";
 import { PostHydrator } from "./posts.ts";
 import { ProfileView } from "./profile.ts";
+import { SafetyView } from "./safety.ts";
 import { SearchView } from "./search.ts";
 import { ThreadView } from "./thread.ts";
 import { TimelineView } from "./timeline.ts";
@@ -25,19 +26,22 @@ export interface Views {
   readonly notifications: NotificationView;
   readonly graph: GraphView;
   readonly viewer: ViewerView;
+  readonly safety: SafetyView;
 }
 
 /** Prepares every view over `db`. */
 export function createViews(db: DatabaseSync): Views {
   const posts = new PostHydrator(db);
+  const safety = new SafetyView(db);
   return {
     posts,
     timeline: new TimelineView(db, posts),
     profiles: new ProfileView(db),
     search: new SearchView(db, posts),
-    threads: new ThreadView(db, posts),
+    threads: new ThreadView(db, posts, safety),
     notifications: new NotificationView(db),
     graph: new GraphView(db),
     viewer: new ViewerView(db),
+    safety,
   };
 }
