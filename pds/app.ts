@@ -12,6 +12,7 @@ import { handleNotFound, handleXrpcError, XrpcError } from "./xrpc/errors.ts";
 import { healthRoutes } from "./xrpc/health.ts";
 import { identityRoutes, wellKnownRoutes } from "./xrpc/identity.ts";
 import { serverRoutes } from "./xrpc/server.ts";
+import { accountSecurityRoutes } from "./xrpc/account_security.ts";
 import { moderationRoutes } from "./xrpc/moderation.ts";
 import { repoRoutes } from "./xrpc/repo.ts";
 import { syncRoutes } from "./xrpc/sync.ts";
@@ -42,6 +43,7 @@ export function createPdsApp(ctx: PdsContext): Hono<PdsEnv> {
 
   app.route("/", wellKnownRoutes(ctx));
   app.route("/", serverRoutes(ctx));
+  app.route("/", accountSecurityRoutes(ctx));
   app.route("/", identityRoutes(ctx));
   app.route("/", moderationRoutes(ctx));
   app.route("/", repoRoutes(ctx));

@@ -174,6 +174,21 @@ export class SocialClient {
     }).catch(() => {});
   }
 
+  /**
+   * Changes the password (`app.social.server.changePassword`, spec 4.1 rule 9): every login of
+   * the account ends, and the new session it answers replaces the stored one.
+   */
+  async changePassword(currentPassword: string, newPassword: string): Promise<Session> {
+    const session = await this.#authed<Session>(
+      this.#pds,
+      "POST",
+      "/xrpc/app.social.server.changePassword",
+      { body: { currentPassword, newPassword } },
+    );
+    await this.#session.set(pick(session));
+    return pick(session);
+  }
+
   // --- account host writes ---
 
   /** Creates a post (optionally a reply, with an embed). */
