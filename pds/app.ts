@@ -16,6 +16,7 @@ import { accountSecurityRoutes } from "./xrpc/account_security.ts";
 import { moderationRoutes } from "./xrpc/moderation.ts";
 import { repoRoutes } from "./xrpc/repo.ts";
 import { syncRoutes } from "./xrpc/sync.ts";
+import { accountStateRoutes } from "./xrpc/account_state.ts";
 import { subscribeRoutes } from "./xrpc/subscribe.ts";
 
 /**
@@ -48,6 +49,7 @@ export function createPdsApp(ctx: PdsContext): Hono<PdsEnv> {
   app.route("/", moderationRoutes(ctx));
   app.route("/", repoRoutes(ctx));
   app.route("/", syncRoutes(ctx));
+  app.route("/", accountStateRoutes(ctx));
   app.route("/", subscribeRoutes(ctx));
   app.route("/", healthRoutes(ctx));
 

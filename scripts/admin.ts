@@ -5,6 +5,8 @@
  * ```
  * deno task admin accounts list [--handle-prefix P] [--limit N] [--cursor C]
  * deno task admin account reset-password <handle|DID>
+ * deno task admin account takedown <handle|DID> [--reason TEXT]
+ * deno task admin account restore <handle|DID>
  * deno task admin reports list [--all]
  * deno task admin reports resolve <id> [--note TEXT]
  * ```
@@ -20,6 +22,7 @@ import { loadPdsConfig } from "../pds/config.ts";
 import { findAccount } from "../pds/accounts/accounts.ts";
 import { listAccounts } from "../pds/accounts/account_list.ts";
 import { createResetToken } from "../pds/accounts/password_reset.ts";
+import { setAccountStatus } from "../pds/accounts/account_status.ts";
 import {
   listReports,
   REPO_REF_TYPE,
@@ -35,6 +38,8 @@ const USAGES = {
   "accounts list":
     "admin accounts list [--handle-prefix <prefix>] [--limit <n>] [--cursor <handle>]",
   "account reset-password": "admin account reset-password <handle|DID>",
+  "account takedown": "admin account takedown <handle|DID> [--reason <text>]",
+  "account restore": "admin account restore <handle|DID>",
   "reports list": "admin reports list [--all]",
   "reports resolve": "admin reports resolve <id> [--note <text>]",
 } as const;
@@ -47,6 +52,11 @@ const HELP: Record<CommandName, string> = {
   "account reset-password": "Prints a one-time password reset token (valid 1 hour) for the " +
     "member to use with com.atproto.server.resetPassword; the account's previous token stops " +
     "working. Resetting ends every session of the account.",
+  "account takedown": "Takes the account down: it can no longer log in, refresh or write, the " +
+    "sync endpoints refuse its repository, and an #account event (active: false, status " +
+    "takendown) tells the index to hide it everywhere. The reason is kept for the operator.",
+  "account restore": "Lifts a takedown: the account is active again and an #account event " +
+    "(active: true) brings its content back in the index.",
   "reports list": "Lists the members' reports, oldest first: id, created, status, reported by, " +
     "reason type, subject (DID or AT-URI), reason and the operator's note. Open ones only " +
     "unless --all.",
@@ -66,6 +76,7 @@ type Command =
   | { name: "help"; text: string }
   | { name: "accounts list"; handlePrefix?: string; limit: number; cursor?: string }
   | { name: "account reset-password"; account: string }
+  | { name: "account takedown" | "account restore"; account: string; reason?: string }
   | { name: "reports list"; all: boolean }
   | { name: "reports resolve"; id: number; note?: string };
 
@@ -131,6 +142,9 @@ async function runCommand(
       io.out(token);
       return 0;
     }
+    case "account takedown":
+    case "account restore":
+      return await runStatusCommand(kv, command, io);
     case "reports list": {
       io.out(
         ["id", "created", "status", "by", "reason_type", "subject", "reason", "note"].join("\t"),
@@ -151,6 +165,37 @@ async function runCommand(
       return 0;
     }
   }
+}
+
+/** `account takedown` / `account restore`: the status change and its `#account` event. */
+async function runStatusCommand(
+  kv: Deno.Kv,
+  command: { name: "account takedown" | "account restore"; account: string; reason?: string },
+  io: CliIo,
+): Promise<number> {
+  const account = await findAccount(kv, command.account);
+  if (account === null) {
+    io.err(`admin: no account ${JSON.stringify(command.account)}`);
+    return 1;
+  }
+  const takedown = command.name === "account takedown";
+  const result = await setAccountStatus(kv, account.did, {
+    status: takedown ? "takendown" : "active",
+    by: "operator",
+    reason: command.reason,
+    nowMs: Date.now(),
+  });
+  const who = `${account.handle} (${account.did})`;
+  if (!result.changed) {
+    if (result.reason === "unknown") {
+      io.err(`admin: no account ${JSON.stringify(command.account)}`);
+      return 1;
+    }
+    io.out(`${who} is already ${takedown ? "taken down" : "active"}`);
+    return 0;
+  }
+  io.out(`${takedown ? "Took down" : "Restored"} ${who}; #account event seq ${result.event.seq}`);
+  return 0;
 }
 
 /** One report on one line: free text as JSON strings (no tabs or newlines), `-` when absent. */
@@ -179,6 +224,7 @@ function parseCommand(args: string[]): Command {
       cursor: { type: "string" },
       all: { type: "boolean", default: false },
       note: { type: "string" },
+      reason: { type: "string" },
     },
     allowPositionals: true,
     strict: true,
@@ -222,6 +268,14 @@ function parseCommand(args: string[]): Command {
         throw new UsageError("reset-password takes exactly one handle or DID", usage);
       }
       return { name: known, account: rest[0].trim() };
+    }
+    case "account takedown":
+    case "account restore": {
+      only(known === "account takedown" ? ["reason"] : []);
+      if (rest.length !== 1 || rest[0].trim() === "") {
+        throw new UsageError(`${sub} takes exactly one handle or DID`, usage);
+      }
+      return { name: known, account: rest[0].trim(), reason: values.reason };
     }
     case "reports list":
       only(["all"]);

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { type AccountStatus, accountStatus } from "./account_status.ts";
 import { handleKey, repoRecordPrefix } from "../store/keys.ts";
 import { type Account, getAccount } from "./accounts.ts";
 
@@ -13,8 +14,8 @@ export interface AccountRow {
   handle: string;
   did: string;
   createdAt: string;
-  /** `active` (takedown and deactivation are not there yet). */
-  status: "active";
+  /** `active`, `takendown` or `deactivated` (`account_status.ts`). */
+  status: AccountStatus;
   records: number;
 }
 
@@ -60,7 +61,7 @@ async function toRow(kv: Deno.Kv, account: Account): Promise<AccountRow> {
     handle: account.handle,
     did: account.did,
     createdAt: account.createdAt,
-    status: "active",
+    status: accountStatus(account),
     records,
   };
 }

@@ -16,6 +16,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { XrpcError } from "../xrpc/errors.ts";
 import { TokenError, verifyAccessToken } from "./tokens.ts";
+import { refuseInactiveAccount } from "../xrpc/account_state.ts";
 
 const CACHE_LIMIT = 10_000;
 
@@ -43,7 +44,9 @@ export function requireAccess(ctx?: PdsContext): MiddlewareHandler<PdsEnv> {
   return async function requireAccessMiddleware(c, next) {
     const pds = ctx ?? c.get("ctx");
     const token = readBearerToken(c);
-    c.set("auth", { did: await checkAccessToken(pds, token) });
+    const did = await checkAccessToken(pds, token);
+    await refuseInactiveAccount(pds, did, c.req.path);
+    c.set("auth", { did });
     c.header("Cache-Control", "private");
     c.header("Vary", "Authorization");
     await next();

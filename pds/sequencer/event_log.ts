@@ -9,7 +9,8 @@
  * @module
  */
 
-import { encodeCbor } from "../../shared/cbor.ts";
+import { decodeCbor, encodeCbor } from "../../shared/cbor.ts";
+import { decodeFrame } from "../../shared/frame.ts";
 import { concatBytes } from "../../shared/bytes.ts";
 import { seqEventChunkKey, seqEventPrefix, seqHeadKey } from "../store/keys.ts";
 
@@ -22,12 +23,34 @@ export interface EventBody {
 /** Encoded header of every commit frame: `{op: 1, t: "#commit"}` (encoded once). */
 export const COMMIT_FRAME_HEADER: Uint8Array = encodeCbor({ op: 1, t: "#commit" });
 
-/** The WebSocket message of a stored event: the commit header bytes then the body bytes. */
+/**
+ * The WebSocket message of a stored event: the commit header bytes then the body bytes. A
+ * stored event that is already a whole frame (an `#account` event, see {@link isStoredFrame})
+ * is sent as it is.
+ */
 export function commitFrame(body: Uint8Array): Uint8Array {
+  if (isStoredFrame(body)) return body;
   const out = new Uint8Array(COMMIT_FRAME_HEADER.length + body.length);
   out.set(COMMIT_FRAME_HEADER, 0);
   out.set(body, COMMIT_FRAME_HEADER.length);
   return out;
+}
+
+/**
+ * True when stored event bytes are a whole frame (header then body) rather than a `#commit`
+ * body: a frame starts with its two-entry header map (0xa2), while a `#commit` body is a map of
+ * 11 or 12 entries (0xab, 0xac). Events other than commits (`#account`) are stored whole.
+ */
+export function isStoredFrame(stored: Uint8Array): boolean {
+  return stored[0] === 0xa2;
+}
+
+/** The `time` of a stored event (a `#commit` body or a whole frame), or null when unreadable. */
+export function storedEventTime(stored: Uint8Array): string | null {
+  const body = isStoredFrame(stored)
+    ? decodeFrame(stored).body
+    : decodeCbor(stored, { maxSize: 16 * 1024 * 1024 }) as Record<string, unknown>;
+  return typeof body.time === "string" ? body.time : null;
 }
 
 /** The highest stored seq (0 when none). */

@@ -13,8 +13,7 @@
 import type { Logger } from "../../shared/log.ts";
 import { PeriodicTask } from "../periodic_task.ts";
 import { seqEventChunkKey, seqEventPrefix } from "../store/keys.ts";
-import { readEventBodies, readHeadSeq, readOldestSeq } from "./event_log.ts";
-import { decodeEvent } from "./sequencer.ts";
+import { readEventBodies, readHeadSeq, readOldestSeq, storedEventTime } from "./event_log.ts";
 
 /** How often the retention worker runs by default (one hour). */
 export const DEFAULT_PRUNE_INTERVAL_MS = 60 * 60 * 1000;
@@ -48,7 +47,7 @@ export async function pruneEvents(
 async function eventTimeAtOrAfter(kv: Deno.Kv, seq: number): Promise<number | null> {
   const [e] = await readEventBodies(kv, seq - 1, 1);
   if (!e) return null;
-  const time = Date.parse(decodeEvent(e.body).time);
+  const time = Date.parse(storedEventTime(e.body) ?? "");
   return Number.isNaN(time) ? null : time;
 }
 

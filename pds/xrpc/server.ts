@@ -15,6 +15,8 @@ import { MAX_PASSWORD_LENGTH } from "../accounts/password.ts";
 import { endSession, refreshSession, startSession } from "../accounts/sessions.ts";
 import { resetPassword } from "../accounts/password_reset.ts";
 import { readBearerToken, requireAccess } from "../auth/access.ts";
+import { accountStatus } from "../accounts/account_status.ts";
+import { sessionStatus, takendownError } from "./account_state.ts";
 import { TokenError } from "../auth/tokens.ts";
 import { RateLimiter } from "../rate_limiter.ts";
 import { clientAddress, clientKey } from "./client_address.ts";
@@ -119,7 +121,9 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
       throw new XrpcError(401, "AuthenticationRequired", LOGIN_FAILED_MESSAGE);
     }
     attempt.refund();
-    return c.json({ ...(await startSession(ctx, account)), active: true });
+    const status = accountStatus(account);
+    if (status === "takendown") throw takendownError(account.did);
+    return c.json({ ...(await startSession(ctx, account)), ...sessionStatus(status) });
   });
 
   // The token comes from `deno task admin account reset-password`; counted as a login.
@@ -144,7 +148,10 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
   app.post("/xrpc/com.atproto.server.refreshSession", async (c) => {
     const token = readBearerToken(c);
     const session = await tokenCall(() => refreshSession(ctx, token));
-    return c.json({ ...session, active: true });
+    const account = await getAccount(ctx.kv, session.did);
+    const status = account === null ? "active" : accountStatus(account);
+    if (status === "takendown") throw takendownError(session.did);
+    return c.json({ ...session, ...sessionStatus(status) });
   });
 
   app.get("/xrpc/com.atproto.server.getSession", requireAccess(ctx), async (c) => {
@@ -153,7 +160,11 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
     if (account === null) {
       throw new XrpcError(400, "InvalidToken", `Token subject has no account: ${did}`);
     }
-    return c.json({ did: account.did, handle: account.handle, active: true });
+    return c.json({
+      did: account.did,
+      handle: account.handle,
+      ...sessionStatus(accountStatus(account)),
+    });
   });
 
   app.post("/xrpc/com.atproto.server.deleteSession", async (c) => {

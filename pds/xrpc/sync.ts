@@ -22,6 +22,7 @@ import { blobIsReferenced } from "../blobs/blob_gc.ts";
 import { getBlob } from "../blobs/blob_store.ts";
 import { ConcurrencyGate, GateFullError } from "../concurrency_gate.ts";
 import { XrpcError } from "./errors.ts";
+import { refuseInactiveRepo } from "./account_state.ts";
 import { parseLimit, toXrpcError } from "./repo.ts";
 
 const NSID = "com.atproto.sync";
@@ -49,6 +50,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
 
   app.get(`/xrpc/${NSID}.getRepo`, async (c) => {
     const did = requireDid(c);
+    await refuseInactiveRepo(ctx, did);
     const since = c.req.query("since") || undefined;
     if (since !== undefined && !isValidTid(since)) {
       throw new XrpcError(400, "InvalidRequest", `Parameter since is not a TID: ${q(since)}`);
@@ -87,6 +89,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
 
   app.get(`/xrpc/${NSID}.getBlocks`, async (c) => {
     const did = requireDid(c);
+    await refuseInactiveRepo(ctx, did);
     const cids = c.req.queries("cids") ?? [];
     if (cids.length === 0) throw new XrpcError(400, "InvalidRequest", "Parameter cids is required");
     if (cids.length > MAX_GET_BLOCKS) {
@@ -101,12 +104,15 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
   });
 
   app.get(`/xrpc/${NSID}.getLatestCommit`, async (c) => {
-    const root = await domain(requireRepoRoot(ctx.kv, requireDid(c)));
+    const did = requireDid(c);
+    await refuseInactiveRepo(ctx, did);
+    const root = await domain(requireRepoRoot(ctx.kv, did));
     return c.json({ cid: root.commitCid, rev: root.rev });
   });
 
   app.get(`/xrpc/${NSID}.getRecord`, async (c) => {
     const did = requireDid(c);
+    await refuseInactiveRepo(ctx, did);
     const collection = requireParam(c, "collection");
     const rkey = requireParam(c, "rkey");
     if (!isValidNsid(collection)) throw invalid("collection", collection);
@@ -124,6 +130,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
 
   app.get(`/xrpc/${NSID}.getBlob`, async (c) => {
     const did = requireDid(c);
+    await refuseInactiveRepo(ctx, did);
     const cid = canonicalCid(requireParam(c, "cid"));
     // An upload no record references yet is not served (see blobIsReferenced).
     const blob = await blobIsReferenced(ctx.kv, did, cid) ? await getBlob(ctx.kv, did, cid) : null;
