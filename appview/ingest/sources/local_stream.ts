@@ -175,21 +175,27 @@ export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: numbe
         return { t: "event", seq, ops: checkRecords(ops), commit: { did, rev } };
       }
       case "#identity":
-        return {
-          t: "event",
-          seq,
-          ops: opsFromJetstream({
-            did: body.did,
-            kind: "identity",
-            identity: { did: body.did, handle: body.handle },
-          }),
-        };
+        return { t: "event", seq, ops: identityOps(body) };
       default:
         return { t: "event", seq, ops: [] };
     }
   } catch (e) {
     return { t: "unconvertible", seq, type: header.t, error: errorInfo(e) };
   }
+}
+
+/**
+ * The handle op of an `#identity` frame. The account host speaks for its own accounts, so the op
+ * is authoritative (`HandleOp.authoritative`): a handle it moved to another account moves in the
+ * index too, as by the push.
+ */
+function identityOps(body: Record<string, unknown>): IndexOp[] {
+  const ops = opsFromJetstream({
+    did: body.did,
+    kind: "identity",
+    identity: { did: body.did, handle: body.handle },
+  });
+  return ops.map((op) => op.kind === "handle" ? { ...op, authoritative: true } : op);
 }
 
 /**

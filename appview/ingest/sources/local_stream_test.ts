@@ -23,7 +23,7 @@ import {
   openTestContext,
   startFakeRepoStream,
 } from "../../_test_helpers.ts";
-import { createLocalStreamConsumer, LocalStreamProtocol } from "./local_stream.ts";
+import { createLocalStreamConsumer, LocalStreamProtocol, parseLocalFrame } from "./local_stream.ts";
 import { backoffDelay } from "./stream_socket.ts";
 
 const ALICE = didOf("alice");
@@ -403,4 +403,18 @@ Deno.test("local consumer sends no Authorization header when no ingest secret is
   consumer.start();
   await waitFor(() => consumer.status().cursor === 1);
   assert.deepEqual(stream.authorizations, [null]);
+});
+
+Deno.test("an #identity frame of the account host becomes an authoritative handle op (spec 6.2 rule 6)", () => {
+  const frame = encodeFrame({ op: 1, t: "#identity" }, {
+    seq: 7,
+    did: ALICE,
+    time: "2026-01-02T03:04:05.000Z",
+    handle: "Alicia.Test",
+  });
+  assert.deepEqual(parseLocalFrame(frame.slice().buffer, 1024), {
+    t: "event",
+    seq: 7,
+    ops: [{ kind: "handle", did: ALICE, handle: "alicia.test", authoritative: true }],
+  });
 });
