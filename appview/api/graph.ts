@@ -7,7 +7,7 @@
 
 import { Hono } from "hono";
 import { decodeIdKey, nextCursor } from "../views/cursor.ts";
-import type { ActorPage } from "../views/graph.ts";
+import type { ActorPage } from "../views/present.ts";
 import { presentActor } from "../views/present.ts";
 import type { Views } from "../views/views.ts";
 import { cursorParam, didParam, limitParam, viewerParam } from "./params.ts";

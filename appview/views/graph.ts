@@ -8,15 +8,10 @@
 import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
-import type { ActorRow } from "./present.ts";
+import { type ActorPage, actorPage, type ActorRow } from "./present.ts";
 import { blockedSql } from "./safety.ts";
 
 /** One page of actor rows. */
-export interface ActorPage {
-  rows: ActorRow[];
-  next: IdKey | null;
-}
-
 type GraphRow = ActorRow & { indexed_at: string; actor: number };
 
 /** Paging and the optional viewer of a list (spec 4.2 rule 10). */
@@ -65,16 +60,5 @@ function page(
   const [time, last] = opts.cursor ?? [TOP_TIME, Number.MAX_SAFE_INTEGER];
   const viewer = opts.viewerDid ?? null;
   const rows = stmt.all(did, time, last, opts.limit + 1, viewer) as unknown as GraphRow[];
-  const more = rows.length > opts.limit;
-  if (more) rows.length = opts.limit;
-  const end = rows[rows.length - 1];
-  return {
-    rows: rows.map(({ did, handle, display_name, avatar_cid }) => ({
-      did,
-      handle,
-      display_name,
-      avatar_cid,
-    })),
-    next: more ? [end.indexed_at, end.actor] : null,
-  };
+  return actorPage(rows, opts.limit, (end) => [end.indexed_at, end.actor]);
 }

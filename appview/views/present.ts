@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { IdKey } from "./cursor.ts";
 import { placeholderHandle } from "../db/handles.ts";
 
 import type {
@@ -71,6 +72,34 @@ export interface ActorRow {
   handle: string | null;
   display_name: string | null;
   avatar_cid: string | null;
+}
+
+/** A page of actor cards and the key of the next one (null on the last page). */
+export interface ActorPage {
+  rows: ActorRow[];
+  next: IdKey | null;
+}
+
+/**
+ * The page of a statement that read `limit + 1` rows (follower lists, mutes): the first `limit`
+ * as actor rows, and the next page's key from the last one when there was one more.
+ */
+export function actorPage<R extends ActorRow>(
+  rows: R[],
+  limit: number,
+  keyOf: (last: R) => IdKey,
+): ActorPage {
+  const more = rows.length > limit;
+  if (more) rows.length = limit;
+  return {
+    rows: rows.map(({ did, handle, display_name, avatar_cid }) => ({
+      did,
+      handle,
+      display_name,
+      avatar_cid,
+    })),
+    next: more ? keyOf(rows[rows.length - 1]) : null,
+  };
 }
 
 /** Presents an actor card (spec 2.6). */

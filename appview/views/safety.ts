@@ -11,7 +11,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { actorIdSql } from "../db/schema.ts";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
-import type { ActorRow } from "./present.ts";
+import { type ActorPage, actorPage, type ActorRow } from "./present.ts";
 
 /** SQL, true when either of the accounts (interned id expressions) blocks the other. */
 export function blockedSql(viewer: string, author: string): string {
@@ -39,11 +39,8 @@ export function hiddenSql(viewer: string, author: string): string {
 /** Most accounts one member can mute. */
 export const MAX_MUTES = 10_000;
 
-/** One page of muted accounts. */
-export interface MutePage {
-  rows: ActorRow[];
-  next: IdKey | null;
-}
+/** A page of the accounts a member muted. */
+export type MutePage = ActorPage;
 
 /** Block checks and the mute list, with statements prepared once. */
 export class SafetyView {
@@ -106,17 +103,6 @@ export class SafetyView {
       created_at: string;
       subject: number;
     })[];
-    const more = rows.length > opts.limit;
-    if (more) rows.length = opts.limit;
-    const end = rows[rows.length - 1];
-    return {
-      rows: rows.map(({ did, handle, display_name, avatar_cid }) => ({
-        did,
-        handle,
-        display_name,
-        avatar_cid,
-      })),
-      next: more ? [end.created_at, end.subject] : null,
-    };
+    return actorPage(rows, opts.limit, (end) => [end.created_at, end.subject]);
   }
 }
