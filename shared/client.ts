@@ -189,6 +189,18 @@ export class SocialClient {
     return pick(session);
   }
 
+  /**
+   * Moves the logged-in account to `handle` (`com.atproto.identity.updateHandle`, spec 4.1 rule
+   * 11) and keeps the stored session's handle in step.
+   */
+  async updateHandle(handle: string): Promise<void> {
+    await this.#authed(this.#pds, "POST", "/xrpc/com.atproto.identity.updateHandle", {
+      body: { handle },
+    });
+    const session = await this.#session.current();
+    if (session !== null) await this.#session.set({ ...session, handle: handle.toLowerCase() });
+  }
+
   // --- account host writes ---
 
   /** Creates a post (optionally a reply, with an embed). */

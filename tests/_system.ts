@@ -25,6 +25,8 @@ export interface SystemOptions {
   pdsEnv?: Record<string, string>;
   /** Serve the built web app at the index's `/` (default false: the API alone). */
   web?: boolean;
+  /** The index runs handle sync (default true). */
+  handleSync?: boolean;
 }
 
 /** A running account host + index pair. */
@@ -85,7 +87,7 @@ export async function startSystem(opts: SystemOptions = {}): Promise<TestSystem>
         http: true,
         localConsumer: opts.stream !== false,
         publicConsumer: false,
-        handleSync: true,
+        handleSync: opts.handleSync !== false,
       },
       handleSyncIntervalMs: 100,
     });

@@ -1,6 +1,7 @@
 /**
  * Identity: `com.atproto.identity.resolveHandle` (GET `?handle=` and POST `{handle}`; a value
- * starting with `did:` is looked up as a DID), `com.atproto.identity.resolveDid` (each hosted
+ * starting with `did:` is looked up as a DID), `com.atproto.identity.updateHandle` (behaviour
+ * 4.1 rule 11), `com.atproto.identity.resolveDid` (each hosted
  * account's DID document), `/.well-known/did.json` (the account host's own document, spec 4.1)
  * and `/.well-known/atproto-did` (handle -> DID by Host header).
  *
@@ -10,7 +11,15 @@
 import { Hono } from "hono";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import type { PdsContext, PdsEnv } from "../context.ts";
-import { type Account, getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
+import {
+  type Account,
+  AccountError,
+  getAccount,
+  getDidForHandle,
+  isLookupDid,
+} from "../accounts/accounts.ts";
+import { updateHandle } from "../accounts/handle_update.ts";
+import { requireAccess } from "../auth/access.ts";
 import { accountDidDocument, serviceDidDocument } from "../../shared/did_doc.ts";
 import { XrpcError } from "./errors.ts";
 import { readJsonBody } from "./json_body.ts";
@@ -38,6 +47,17 @@ export function identityRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const body = await readJsonBody(c);
     const handle = typeof body.handle === "string" ? body.handle : undefined;
     return c.json(await resolveHandle(handle));
+  });
+
+  app.post("/xrpc/com.atproto.identity.updateHandle", requireAccess(ctx), async (c) => {
+    const body = await readJsonBody(c);
+    try {
+      await updateHandle(ctx, c.get("auth").did, body.handle ?? "");
+    } catch (err) {
+      if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
+      throw err;
+    }
+    return c.body(null, 200);
   });
 
   app.get("/xrpc/com.atproto.identity.resolveDid", async (c) => {
