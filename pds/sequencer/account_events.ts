@@ -1,21 +1,12 @@
 /**
- * `#account` events (docs/protocol.md 6.2): sequenced in the durable stream like commits, at the
- * next seq, in one Deno KV atomic operation with the change they announce (the account record's
- * new status), checked against the seq head's versionstamp exactly as the sequencer checks it.
- * This module writes them without the in-process {@link Sequencer} queue, so the operator's
- * command line (another process on the same store) uses the very same code; the sequencer of a
- * running host sees the head moved, re-reads it and retries (its check fails once), and the
- * broadcaster finds the event by its head poll.
- *
- * The event is stored as a whole frame (header then body, `event_log.ts` `isStoredFrame`), so
- * replay and live broadcast send its bytes unchanged.
+ * `#account` events (docs/protocol.md 6.2): sequenced in the durable stream like commits, in one
+ * Deno KV atomic operation with the change they announce (the account record's new status), as a
+ * whole frame (`frame_events.ts`).
  *
  * @module
  */
 
-import { encodeFrame } from "../../shared/frame.ts";
-import { seqEventChunkKey, seqHeadKey } from "../store/keys.ts";
-import { retryWhileLocked } from "./sequencer.ts";
+import { commitFrameEvent } from "./frame_events.ts";
 
 /** Frame type of account events. */
 export const ACCOUNT_FRAME_TYPE = "#account";
@@ -33,16 +24,12 @@ export interface AccountEvent {
   status?: AccountEventStatus;
 }
 
-/** How long to keep trying while other writers move the seq head (as the sequencer). */
-const RETRY_MS = 5_000;
-
 /**
- * Commits `fill`'s mutations with an `#account` event for `did` at the next seq. `prepare` is
- * called before each attempt (re-reading what `fill` checks); it returns the operation's fill,
- * or null to give up without writing (nothing to change). Resolves to the event, or null when
- * `prepare` gave up.
+ * Commits `fill`'s mutations with an `#account` event for `did` at the next seq
+ * ({@link commitFrameEvent}). `prepare` returns the operation's fill, or null to give up without
+ * writing (nothing to change). Resolves to the event, or null when `prepare` gave up.
  */
-export async function commitAccountEvent(
+export function commitAccountEvent(
   kv: Deno.Kv,
   opts: {
     did: string;
@@ -52,28 +39,17 @@ export async function commitAccountEvent(
     prepare: () => Promise<((op: Deno.AtomicOperation) => void) | null>;
   },
 ): Promise<AccountEvent | null> {
-  const deadline = Date.now() + RETRY_MS;
-  for (let attempt = 0;; attempt++) {
-    const fill = await opts.prepare();
-    if (fill === null) return null;
-    const head = await retryWhileLocked(() => kv.get<number>(seqHeadKey()));
-    const seq = (head.value ?? 0) + 1;
-    const event: AccountEvent = {
+  return commitFrameEvent<AccountEvent>(kv, {
+    type: ACCOUNT_FRAME_TYPE,
+    label: `Account event for ${opts.did}`,
+    nowMs: opts.nowMs,
+    prepare: opts.prepare,
+    build: (seq, time) => ({
       seq,
       did: opts.did,
-      time: new Date(opts.nowMs).toISOString(),
+      time,
       active: opts.active,
       ...(opts.status === undefined ? {} : { status: opts.status }),
-    };
-    const op = kv.atomic();
-    fill(op);
-    op.check({ key: seqHeadKey(), versionstamp: head.versionstamp })
-      .set(seqHeadKey(), seq)
-      .set(seqEventChunkKey(seq, 0), encodeFrame({ op: 1, t: ACCOUNT_FRAME_TYPE }, event));
-    if ((await retryWhileLocked(() => op.commit())).ok) return event;
-    if (Date.now() > deadline) {
-      throw new Error(`Account event for ${opts.did} lost ${attempt + 1} commit races`);
-    }
-    await new Promise((r) => setTimeout(r, Math.random() * Math.min(20, 1 + attempt)));
-  }
+    }),
+  });
 }
