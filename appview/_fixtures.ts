@@ -17,7 +17,7 @@ import {
   COLLECTION_REPOST,
   PROFILE_RKEY,
 } from "../shared/nsid.ts";
-import type { HandleOp, IndexOp, RecordOp } from "../shared/ops.ts";
+import type { AccountStatusOp, HandleOp, IndexOp, RecordOp } from "../shared/ops.ts";
 import type { DatabaseSync, SQLInputValue } from "node:sqlite";
 import { openIndexDb } from "./db/open.ts";
 import { type ApplyResult, IndexWriter } from "./ingest/apply_ops.ts";
@@ -134,6 +134,14 @@ export function profileOp(
     }
   }
   return create(did, COLLECTION_PROFILE, PROFILE_RKEY, record);
+}
+
+/** The account `did` became inactive with `status` (`takendown`, `deactivated`), or active. */
+export function accountStatusOp(
+  did: string,
+  status: "takendown" | "deactivated" | null,
+): AccountStatusOp {
+  return { kind: "account_status", did, active: status === null, status };
 }
 
 /** Sets (or clears, with null) the handle of `did`. */

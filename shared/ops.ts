@@ -67,8 +67,21 @@ export interface AccountOp {
   readonly did: string;
 }
 
+/**
+ * An account's status changed (the local stream's `#account` frame, a Jetstream `account`
+ * event): while not `active` (taken down, deactivated, ...) the index hides the account's content
+ * from every view; `active` again brings it back (docs/behaviour.md 4.2 rule 12).
+ */
+export interface AccountStatusOp {
+  readonly kind: "account_status";
+  readonly did: string;
+  readonly active: boolean;
+  /** Why the account is inactive (`takendown`, `deactivated`, ...); null when not given. */
+  readonly status: string | null;
+}
+
 /** One operation for the index write path. */
-export type IndexOp = RecordOp | HandleOp | AccountOp;
+export type IndexOp = RecordOp | HandleOp | AccountOp | AccountStatusOp;
 
 /** Most operations accepted in one commit event or push payload (atproto `ops` limit). */
 export const MAX_OPS_PER_COMMIT = 200;
@@ -78,6 +91,8 @@ const MAX_COMMIT_BLOCKS = 10_000;
 const MAX_COMMIT_CAR_SIZE = 5 * 1024 * 1024;
 const ACTIONS: ReadonlySet<string> = new Set(["create", "update", "delete"]);
 const INVALID_HANDLE = "handle.invalid";
+/** Longest account status word kept (`takendown`, `deactivated`, ...). */
+const MAX_STATUS_LENGTH = 64;
 
 /** Thrown by the converters for malformed input; the message names the field and value. */
 export class OpsError extends Error {
@@ -126,8 +141,8 @@ export function opsFromCommitEvent(body: Record<string, unknown>): IndexOp[] {
 /**
  * Converts one parsed Jetstream event (docs/behaviour.md 10.8, "Public stream"): a `commit` gives
  * one {@link RecordOp}, an `identity` one {@link HandleOp} (lower-cased; null when absent or not
- * a valid handle), an `account` of an active account one {@link AccountOp} (an inactive one
- * nothing).
+ * a valid handle), an `account` one {@link AccountStatusOp}, after an {@link AccountOp} when the
+ * account is active. The local stream's `#account` frame body has the same `{active, status?}`.
  *
  * @throws {OpsError} on a malformed event or an unknown `kind`.
  */
@@ -148,10 +163,8 @@ export function opsFromJetstream(event: unknown): IndexOp[] {
         if (id.did !== undefined && id.did !== did) fail(`Invalid identity.did: ${show(id.did)}`);
         return [{ kind: "handle", did, handle: checkHandle("identity.handle", id.handle) }];
       }
-      case "account": {
-        const acct = event.account;
-        return isPlainObject(acct) && acct.active === true ? [{ kind: "account", did }] : [];
-      }
+      case "account":
+        return accountOps(did, event.account);
       default:
         fail(`Unknown Jetstream event kind: ${show(event.kind)}`);
     }
@@ -192,6 +205,26 @@ export function opsFromPush(payload: unknown): IndexOp[] {
     }
     return out;
   });
+}
+
+/** The ops of an account event body `{active, status?}`. */
+function accountOps(did: string, account: unknown): IndexOp[] {
+  if (!isPlainObject(account)) fail(`Invalid account: ${show(account)}`);
+  const { active, status } = account;
+  if (typeof active !== "boolean") fail(`Invalid account.active: ${show(active)}`);
+  if (
+    status !== undefined && status !== null &&
+    (typeof status !== "string" || status.length > MAX_STATUS_LENGTH)
+  ) {
+    fail(`Invalid account.status: ${show(status)}`);
+  }
+  const op: AccountStatusOp = {
+    kind: "account_status",
+    did,
+    active,
+    status: active ? null : (status ?? null),
+  };
+  return active ? [{ kind: "account", did }, op] : [op];
 }
 
 /** A record op from a JSON source (Jetstream `commit`, push op): `collection, rkey, cid, record`. */

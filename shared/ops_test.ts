@@ -72,15 +72,28 @@ Deno.test("a repository's first commit (since null) also says the account exists
   assert.deepEqual(opsFromCommitEvent({ ...first, ops: [] }), [{ kind: "account", did: DID }]);
 });
 
-Deno.test("a Jetstream account event gives an account op only while the account is active", () => {
-  const event = (active: boolean) => ({
+Deno.test("a Jetstream account event gives the account's status, and an account op while active", () => {
+  const event = (active: boolean, status?: unknown) => ({
     did: DID,
     time_us: 1725516665333808,
     kind: "account",
-    account: { active, did: DID, seq: 1, time: "2024-09-05T06:11:04.870Z" },
+    account: { active, did: DID, seq: 1, time: "2024-09-05T06:11:04.870Z", status },
   });
-  assert.deepEqual(opsFromJetstream(event(true)), [{ kind: "account", did: DID }]);
-  assert.deepEqual(opsFromJetstream(event(false)), []);
+  assert.deepEqual(opsFromJetstream(event(true)), [
+    { kind: "account", did: DID },
+    { kind: "account_status", did: DID, active: true, status: null },
+  ]);
+  assert.deepEqual(opsFromJetstream(event(false, "takendown")), [
+    { kind: "account_status", did: DID, active: false, status: "takendown" },
+  ]);
+  assert.deepEqual(opsFromJetstream(event(false)), [
+    { kind: "account_status", did: DID, active: false, status: null },
+  ]);
+  assertOpsError(
+    () => opsFromJetstream({ ...event(true), account: { active: "yes" } }),
+    `Invalid account.active: "yes"`,
+  );
+  assertOpsError(() => opsFromJetstream(event(false, 7)), "Invalid account.status: 7");
 });
 
 Deno.test("opsFromCommitEvent reads no CAR for a delete-only commit and keeps every collection", () => {
@@ -211,7 +224,7 @@ Deno.test("opsFromJetstream converts identity and account events (docs/behaviour
       kind: "account",
       account: { active: false, did: DID },
     }),
-    [],
+    [{ kind: "account_status", did: DID, active: false, status: null }],
   );
   assertOpsError(() => opsFromJetstream(identity(42)), "Invalid identity.handle: 42");
   assertOpsError(

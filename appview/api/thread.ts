@@ -10,8 +10,9 @@
  * `viewer_liked`/`viewer_reposted` are present only when `viewerDid` is given (and the post is
  * indexed): absent means unknown, not false.
  *
- * With `viewerDid` (both routes) the block rule applies (spec 4.2 rule 10): a post by an account
- * the viewer blocks or is blocked by is answered as `post: null` with `blocked: true`; as parent
+ * With `viewerDid` (both routes) the block rule applies (spec 4.2 rule 10), and with or without
+ * it the same for inactive accounts (rule 12): a post by an inactive account, or by an account
+ * the viewer blocks or is blocked by, is answered as `post: null` with `blocked: true`; as parent
  * or root it is null; in the ancestors it ends the chain (`ancestor_blocked: true`); as a reply
  * it is left out.
  *
@@ -46,7 +47,7 @@ function postResponse(views: Views, c: Context, uri: string): Record<string, unk
   const row = views.threads.post(checkRecordUri(uri));
   const viewerDid = viewerParam(c);
   const visible = (post: PostRow | null) =>
-    post !== null && !views.safety.blocked(viewerDid, post.did) ? post : null;
+    post !== null && !views.safety.unavailable(viewerDid, post.did) ? post : null;
   if (row === null) return { post: null, thread: { parent: null, root: null } };
   if (visible(row) === null) {
     return { post: null, thread: { parent: null, root: null }, blocked: true };
@@ -69,11 +70,13 @@ function threadResponse(views: Views, c: Context, rawUri: string): Record<string
   const viewerDid = viewerParam(c);
   const row = views.threads.post(uri);
   if (row === null) return { post: null, parents: [], root: null, replies: [] };
-  if (views.safety.blocked(viewerDid, row.did)) {
+  if (views.safety.unavailable(viewerDid, row.did)) {
     return { post: null, parents: [], root: null, replies: [], blocked: true };
   }
   const rootRow = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
-  const root = rootRow !== null && !views.safety.blocked(viewerDid, rootRow.did) ? rootRow : null;
+  const root = rootRow !== null && !views.safety.unavailable(viewerDid, rootRow.did)
+    ? rootRow
+    : null;
   const ancestors = views.threads.ancestors(row, viewerDid);
   const body: Record<string, unknown> = {
     post: presentPost(row),

@@ -268,6 +268,19 @@ CREATE TABLE mutes (
 CREATE INDEX mutes_by_time ON mutes (actor, created_at, subject);
 `;
 
+/**
+ * Version 9, account status (issue 37, spec 4.2 rule 12): one row per inactive account (taken
+ * down, deactivated, ...), keyed by its interned id so the read side's `NOT EXISTS` filter is one
+ * seek on the primary key per candidate row; an active status deletes the row.
+ */
+const INACTIVE_ACTORS_V9 = `
+CREATE TABLE inactive_actors (
+  actor INTEGER PRIMARY KEY,
+  status TEXT,
+  updated_at TEXT NOT NULL
+);
+`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
@@ -278,6 +291,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 6, name: "fewer index writes per op", sql: FEWER_INDEX_WRITES_V6 },
   { version: 7, name: "when each consumer stopped being live", sql: CONSUMER_DOWN_SINCE_V7 },
   { version: 8, name: "blocks and mutes", sql: MEMBER_SAFETY_V8 },
+  { version: 9, name: "inactive accounts", sql: INACTIVE_ACTORS_V9 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

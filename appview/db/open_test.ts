@@ -19,6 +19,7 @@ const TABLES = [
   "consumer_status",
   "cursors",
   "follows",
+  "inactive_actors",
   "ingest_skips",
   "likes",
   "mutes",
@@ -348,6 +349,23 @@ Deno.test("migration 8 adds blocks and mutes with the indexes their filters seek
     assert.deepEqual(indexShapes(db, "mutes"), {
       mutes_by_time: ["actor", "created_at", "subject"],
     });
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("migration 9 adds inactive_actors keyed by the actor id its filter seeks", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    runMigrations(db, { migrations: MIGRATIONS.slice(0, 8) });
+    assert.deepEqual(runMigrations(db, { migrations: MIGRATIONS.slice(0, 9) }), [9]);
+    const pk = db.prepare("SELECT name FROM pragma_table_info('inactive_actors') WHERE pk = 1")
+      .all().map((r) => r.name);
+    assert.deepEqual(pk, ["actor"]);
+    const plan = db.prepare(
+      "EXPLAIN QUERY PLAN SELECT EXISTS (SELECT 1 FROM inactive_actors WHERE actor = 1)",
+    ).all().map((r) => String(r.detail));
+    assert.ok(plan.some((d) => d.includes("INTEGER PRIMARY KEY (rowid=?)")), plan.join("; "));
   } finally {
     db.close();
   }

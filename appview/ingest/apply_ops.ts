@@ -29,7 +29,7 @@
  * own process. So this relies on one writer per connection, as {@link IndexWriter} says.
  *
  * Only record ops are gated: the handle and account ops of a commit (`HandleOp` of a push,
- * `AccountOp` of a first commit) state current facts, not repository history, and are applied
+ * `AccountOp` of a first commit) and account status ops state current facts, not repository history, and are applied
  * regardless. A commit passed over is counted (`stale`), not skipped.
  *
  * @module
@@ -50,6 +50,7 @@ import { isValidDid, isValidHandle, isValidRecordKey } from "../../shared/syntax
 import { type Logger, silentLogger } from "../../shared/log.ts";
 import { prepareCursorWrite } from "../db/state.ts";
 import { ActorIds } from "./indexers/actors.ts";
+import { AccountStatusIndexer } from "./indexers/index_account_status.ts";
 import { BlockIndexer } from "./indexers/index_blocks.ts";
 import { FollowIndexer } from "./indexers/index_graph.ts";
 import { InteractionIndexer, LIKE_KIND, REPOST_KIND } from "./indexers/index_interactions.ts";
@@ -169,6 +170,7 @@ export class IndexWriter {
   readonly #batchSize: number;
   readonly #indexers: ReadonlyMap<string, CollectionIndexer>;
   readonly #handles: HandleIndexer;
+  readonly #statuses: AccountStatusIndexer;
   readonly #actors: ActorIds;
   readonly #search: SearchIndexWrites;
   readonly #skips: SkipTally;
@@ -226,6 +228,7 @@ export class IndexWriter {
       [COLLECTION_PROFILE, new ProfileIndexer(db)],
     ]);
     this.#handles = new HandleIndexer(db);
+    this.#statuses = new AccountStatusIndexer(db, actors);
     this.#skips = new SkipTally(db, this.#indexers);
     this.#writeCursor = prepareCursorWrite(db);
     this.#knownAccount = db.prepare("INSERT INTO profiles (did) VALUES (?) ON CONFLICT DO NOTHING");
@@ -458,6 +461,10 @@ export class IndexWriter {
     }
     if (op.kind === "account") {
       this.#knownAccount.run(op.did);
+      return true;
+    }
+    if (op.kind === "account_status") {
+      this.#statuses.apply(op, now);
       return true;
     }
     const indexer = this.#indexers.get(op.collection);

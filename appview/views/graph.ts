@@ -9,7 +9,7 @@ import { actorIdSql } from "../db/schema.ts";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type IdKey, TOP_TIME } from "./cursor.ts";
 import { type ActorPage, actorPage, type ActorRow } from "./present.ts";
-import { blockedSql } from "./safety.ts";
+import { unavailableSql } from "./safety.ts";
 
 /** One page of actor rows. */
 type GraphRow = ActorRow & { indexed_at: string; actor: number };
@@ -33,19 +33,22 @@ export class GraphView {
          FROM follows f JOIN actors x ON x.id = f.${other} LEFT JOIN profiles a ON a.did = x.did
          WHERE f.${self} = ${actorIdSql("?1")}
            AND (f.indexed_at, f.${other}) < (?2, ?3)
-           AND NOT ${blockedSql(actorIdSql("?5"), `f.${other}`)}
+           AND NOT ${unavailableSql(actorIdSql("?5"), `f.${other}`)}
          ORDER BY f.indexed_at DESC, f.${other} DESC LIMIT ?4`,
       );
     this.#followers = list("subject", "follower");
     this.#following = list("follower", "subject");
   }
 
-  /** Accounts following `did`; with `viewerDid`, none the viewer blocks or is blocked by. */
+  /**
+   * Accounts following `did`, none inactive (spec 4.2 rule 12); with `viewerDid`, none the viewer
+   * blocks or is blocked by.
+   */
   followers(did: string, opts: GraphOptions): ActorPage {
     return page(this.#followers, did, opts);
   }
 
-  /** Accounts `did` follows; with `viewerDid`, none the viewer blocks or is blocked by. */
+  /** Accounts `did` follows; left out as in {@link followers}. */
   following(did: string, opts: GraphOptions): ActorPage {
     return page(this.#following, did, opts);
   }

@@ -2,8 +2,9 @@
  * Notifications of a recipient (spec 2.7, 3.1, 4.2 rules 6-7): newest first by (`indexed_at`,
  * `id`), hydrated in the same statement with the author's profile (handle, display name, avatar)
  * and the subject post's text; the unread count; and marking as read. Notifications by accounts
- * the recipient blocks, is blocked by or has muted are left out of the list and the count (spec
- * 4.2 rules 10-11), not deleted: unblocking or unmuting brings them back.
+ * the recipient blocks, is blocked by or has muted, and by inactive accounts, are left out of the
+ * list and the count (spec 4.2 rules 10-12), not deleted: unblocking, unmuting or reactivating
+ * brings them back.
  *
  * @module
  */
@@ -42,7 +43,8 @@ export class NotificationView {
        ORDER BY n.indexed_at DESC, n.id DESC LIMIT ?4`,
     );
     // The count is covered by `notifications_by_recipient`; the filtered one reads each unread
-    // row's author, so it runs only for a member some block or mute concerns.
+    // row's author, so it runs only for a member some block or mute concerns, or while any
+    // account is inactive (spec 4.2 rule 12).
     this.#count = db.prepare(
       `SELECT count(*) AS n FROM notifications
        WHERE recipient = ${actorIdSql("?1")} AND read_at IS NULL`,

@@ -16,6 +16,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { isPlaceholderHandle } from "../db/handles.ts";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import { POST_COLUMNS, type PostRow, presentHandle, presentPost, type Profile } from "./present.ts";
+import { inactiveSql } from "./safety.ts";
 
 /** Spec part 8: posts in a profile response. */
 export const PROFILE_POSTS = 50;
@@ -38,6 +39,7 @@ export class ProfileView {
   readonly #byDid: StatementSync;
   readonly #posts: StatementSync;
   readonly #postCount: StatementSync;
+  readonly #inactive: StatementSync;
 
   constructor(db: DatabaseSync) {
     this.#byHandle = db.prepare(
@@ -54,6 +56,7 @@ export class ProfileView {
     this.#postCount = db.prepare(
       `SELECT count(*) AS n FROM posts WHERE author = ${actorIdSql("?")}`,
     );
+    this.#inactive = db.prepare(`SELECT ${inactiveSql(actorIdSql("?"))} AS v`);
   }
 
   /**
@@ -68,8 +71,12 @@ export class ProfileView {
     return row === undefined ? null : this.byDid(row.did, opts);
   }
 
-  /** The profile of `did`; null when the index knows nothing of it. `opts` as in byHandle. */
+  /**
+   * The profile of `did`; null when the index knows nothing of it, or the account is inactive
+   * (spec 4.2 rule 12: answered as unknown). `opts` as in byHandle.
+   */
   byDid(did: string, opts: { hidePosts?: (did: string) => boolean } = {}): Profile | null {
+    if ((this.#inactive.get(did) as { v: number }).v === 1) return null;
     const row = this.#byDid.get(did) as ProfileRow | undefined;
     const posts = this.#posts.all(did) as unknown as PostRow[];
     if (row === undefined && posts.length === 0) return null;

@@ -1,8 +1,9 @@
 /**
- * Blocks and mutes on the read side (spec 4.2 rules 10-11). Filters are SQL fragments evaluated
- * per candidate row as `NOT EXISTS` seeks into `blocks_by_pair` (both directions) and the `mutes`
- * primary key, so a view keeps its own index walk and its paging; a NULL viewer (no viewer
- * given) matches no row, so nothing is hidden. Mutes (private, 4.2 rule 11) are stored and read
+ * Blocks, mutes and inactive accounts on the read side (spec 4.2 rules 10-12). Filters are SQL
+ * fragments evaluated per candidate row as `NOT EXISTS` seeks into `blocks_by_pair` (both
+ * directions), the `mutes` primary key and the `inactive_actors` primary key, so a view keeps its
+ * own index walk and its paging; a NULL viewer (no viewer given) matches no block or mute row, so
+ * without a viewer only inactive accounts are hidden. Mutes (private, 4.2 rule 11) are stored and read
  * here too: written by `/api/mutes` only, never by the ingest path.
  *
  * @module
@@ -24,16 +25,33 @@ export function mutedSql(viewer: string, author: string): string {
   return `EXISTS (SELECT 1 FROM mutes WHERE actor = ${viewer} AND subject = ${author})`;
 }
 
-/** SQL, true when a block (either way) or a mute of `viewer` (an interned id expression) exists. */
+/** SQL, true when the account `author` (an interned id expression) is inactive (rule 12). */
+export function inactiveSql(author: string): string {
+  return `EXISTS (SELECT 1 FROM inactive_actors WHERE actor = ${author})`;
+}
+
+/** SQL, true when `author` is inactive or either account blocks the other (rules 10, 12). */
+export function unavailableSql(viewer: string, author: string): string {
+  return `(${inactiveSql(author)} OR ${blockedSql(viewer, author)})`;
+}
+
+/**
+ * SQL, true when a block (either way) or a mute of `viewer` (an interned id expression) exists,
+ * or any account is inactive.
+ */
 export function involvedSql(viewer: string): string {
   return `(EXISTS (SELECT 1 FROM blocks WHERE actor = ${viewer})
     OR EXISTS (SELECT 1 FROM blocks WHERE subject = ${viewer})
-    OR EXISTS (SELECT 1 FROM mutes WHERE actor = ${viewer}))`;
+    OR EXISTS (SELECT 1 FROM mutes WHERE actor = ${viewer})
+    OR EXISTS (SELECT 1 FROM inactive_actors))`;
 }
 
-/** SQL, true when `author`'s content is hidden from `viewer` in the timeline and notifications. */
+/**
+ * SQL, true when `author`'s content is hidden from `viewer` in the timeline and notifications:
+ * inactive, blocked either way or muted.
+ */
 export function hiddenSql(viewer: string, author: string): string {
-  return `(${blockedSql(viewer, author)} OR ${mutedSql(viewer, author)})`;
+  return `(${unavailableSql(viewer, author)} OR ${mutedSql(viewer, author)})`;
 }
 
 /** Most accounts one member can mute. */
@@ -45,6 +63,7 @@ export type MutePage = ActorPage;
 /** Block checks and the mute list, with statements prepared once. */
 export class SafetyView {
   readonly #blocked: StatementSync;
+  readonly #inactive: StatementSync;
   readonly #intern: StatementSync;
   readonly #mute: StatementSync;
   readonly #unmute: StatementSync;
@@ -55,6 +74,7 @@ export class SafetyView {
     this.#blocked = db.prepare(
       `SELECT ${blockedSql(actorIdSql("?1"), actorIdSql("?2"))} AS v`,
     );
+    this.#inactive = db.prepare(`SELECT ${inactiveSql(actorIdSql("?1"))} AS v`);
     this.#intern = db.prepare("INSERT OR IGNORE INTO actors (did) VALUES (?)");
     this.#mute = db.prepare(
       `INSERT INTO mutes (actor, subject, created_at)
@@ -78,6 +98,19 @@ export class SafetyView {
   blocked(viewerDid: string | null, otherDid: string): boolean {
     if (viewerDid === null || viewerDid === otherDid) return false;
     return (this.#blocked.get(viewerDid, otherDid) as { v: number }).v === 1;
+  }
+
+  /** Whether the account `did` is inactive (taken down, deactivated; spec 4.2 rule 12). */
+  inactive(did: string): boolean {
+    return (this.#inactive.get(did) as { v: number }).v === 1;
+  }
+
+  /**
+   * Whether `did`'s content is unavailable to `viewerDid` (null: no viewer): the account is
+   * inactive, or either blocks the other.
+   */
+  unavailable(viewerDid: string | null, did: string): boolean {
+    return this.inactive(did) || this.blocked(viewerDid, did);
   }
 
   /**

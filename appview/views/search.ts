@@ -15,7 +15,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
 import type { PostRow } from "./present.ts";
 import { actorIdSql } from "../db/schema.ts";
-import { blockedSql } from "./safety.ts";
+import { inactiveSql, unavailableSql } from "./safety.ts";
 
 /** Most words of a query that are used; the rest are ignored. */
 export const MAX_SEARCH_TERMS = 16;
@@ -23,6 +23,7 @@ export const MAX_SEARCH_TERMS = 16;
 export const MAX_TERM_LENGTH = 64;
 
 const HAS_WORD_CHAR = /[\p{L}\p{N}]/u;
+const AUTHOR_OF_MATCH = "(SELECT author FROM posts WHERE id = f.rowid)";
 
 /** One page of search results. */
 export interface SearchPage {
@@ -55,22 +56,26 @@ export class SearchView {
 
   constructor(db: DatabaseSync, posts: PostHydrator) {
     this.#posts = posts;
+    // Each match's author is read by the post's primary key, then the inactive-account seek
+    // (spec 4.2 rule 12) and, with a viewer, the block seeks.
     this.#match = db.prepare(
-      `SELECT rowid AS id FROM posts_fts WHERE posts_fts MATCH ?1 AND rowid < ?2
-       ORDER BY rowid DESC LIMIT ?3`,
+      `SELECT f.rowid AS id FROM posts_fts f
+       WHERE posts_fts MATCH ?1 AND f.rowid < ?2
+         AND NOT ${inactiveSql(AUTHOR_OF_MATCH)}
+       ORDER BY f.rowid DESC LIMIT ?3`,
     );
-    // With a viewer: each match's author read by the post's primary key, then the block seeks.
     this.#matchForViewer = db.prepare(
       `SELECT f.rowid AS id FROM posts_fts f
        WHERE posts_fts MATCH ?1 AND f.rowid < ?2
-         AND NOT ${blockedSql(actorIdSql("?4"), "(SELECT author FROM posts WHERE id = f.rowid)")}
+         AND NOT ${unavailableSql(actorIdSql("?4"), AUTHOR_OF_MATCH)}
        ORDER BY f.rowid DESC LIMIT ?3`,
     );
   }
 
   /**
-   * Posts matching every word of `q`, newest first, below the row id `before` (null: top); with
-   * `viewerDid`, none by an account the viewer blocks or is blocked by (spec 4.2 rule 10).
+   * Posts matching every word of `q`, newest first, below the row id `before` (null: top), none
+   * by an inactive account (spec 4.2 rule 12); with `viewerDid`, none by an account the viewer
+   * blocks or is blocked by (rule 10).
    */
   search(
     q: string,

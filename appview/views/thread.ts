@@ -9,7 +9,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { PostHydrator } from "./posts.ts";
 import { postKeyOf } from "../db/post_key.ts";
 import { POST_COLUMNS, type PostRow } from "./present.ts";
-import { blockedSql, type SafetyView } from "./safety.ts";
+import { inactiveSql, type SafetyView, unavailableSql } from "./safety.ts";
 
 const ACTOR_1 = actorIdSql("?1");
 const ACTOR_3 = actorIdSql("?3");
@@ -32,11 +32,12 @@ export class ThreadView {
     this.#posts = posts;
     this.#replies = db.prepare(
       `SELECT ${POST_COLUMNS} FROM posts WHERE parent_uri = ?
+         AND NOT ${inactiveSql("author")}
        ORDER BY indexed_at, uri LIMIT ${MAX_THREAD_REPLIES}`,
     );
     this.#repliesForViewer = db.prepare(
       `SELECT ${POST_COLUMNS} FROM posts WHERE parent_uri = ?1
-         AND NOT ${blockedSql(actorIdSql("?2"), "author")}
+         AND NOT ${unavailableSql(actorIdSql("?2"), "author")}
        ORDER BY indexed_at, uri LIMIT ${MAX_THREAD_REPLIES}`,
     );
     this.#safety = safety;
@@ -58,8 +59,9 @@ export class ThreadView {
   /**
    * The indexed ancestors of `post`, root-first (the last is the immediate parent), at most
    * {@link MAX_THREAD_DEPTH}. The walk stops at a parent that is not indexed, and never revisits
-   * a post (hostile records can form a cycle). With `viewerDid` it also stops at a parent by an
-   * account the viewer blocks or is blocked by (`blocked` true; spec 4.2 rule 10).
+   * a post (hostile records can form a cycle). It also stops at a parent by an inactive account
+   * or, with `viewerDid`, one the viewer blocks or is blocked by (`blocked` true; spec 4.2 rules
+   * 10, 12).
    */
   ancestors(
     post: PostRow,
@@ -72,7 +74,7 @@ export class ThreadView {
     while (parentUri !== null && chain.length < MAX_THREAD_DEPTH && !seen.has(parentUri)) {
       const parent = this.#posts.byUri(parentUri);
       if (parent === null) break;
-      if (this.#safety.blocked(viewerDid, parent.did)) {
+      if (this.#safety.unavailable(viewerDid, parent.did)) {
         blocked = true;
         break;
       }
@@ -84,8 +86,9 @@ export class ThreadView {
   }
 
   /**
-   * Direct replies of the post `uri`, oldest first; with `viewerDid`, none by an account the
-   * viewer blocks or is blocked by (what hangs below such a reply goes with it).
+   * Direct replies of the post `uri`, oldest first, none by an inactive account; with
+   * `viewerDid`, none by an account the viewer blocks or is blocked by (what hangs below such a
+   * reply goes with it).
    */
   replies(uri: string, viewerDid: string | null = null): PostRow[] {
     const rows = viewerDid === null

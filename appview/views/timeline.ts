@@ -19,8 +19,8 @@
  *   matches found are kept and the threshold merge supplies the rest strictly below the last row
  *   walked; when the index ends first, the page is complete as it is.
  *
- * Both, and the cold start, leave out the posts of accounts the viewer blocks, is blocked by or
- * has muted (spec 4.2 rules 10-11): followees are filtered before the merge, rows of the walks as
+ * Both, and the cold start, leave out the posts of inactive accounts and of accounts the viewer
+ * blocks, is blocked by or has muted (spec 4.2 rules 10-12): followees are filtered before the merge, rows of the walks as
  * they are read (`NOT EXISTS` seeks, `safety.ts`).
  *
  * @module

@@ -129,7 +129,7 @@ function firstAtOrAfter(times: Float64Array, cursor: number): number {
 
 /**
  * The Jetstream event carrying `op` at `timeUs`: a `commit` event (with `rev`) for a record op,
- * an `identity` event for a handle op, an `account` event for an account op.
+ * an `identity` event for a handle op, an `account` event for an account or account status op.
  */
 export function toJetstreamEvent(op: IndexOp, timeUs: number, rev: string): StandInEvent {
   switch (op.kind) {
@@ -160,5 +160,15 @@ export function toJetstreamEvent(op: IndexOp, timeUs: number, rev: string): Stan
         kind: "account",
         account: { did: op.did, active: true, seq: timeUs, time: new Date(0).toISOString() },
       };
+    case "account_status": {
+      const account: Record<string, unknown> = {
+        did: op.did,
+        active: op.active,
+        seq: timeUs,
+        time: new Date(0).toISOString(),
+      };
+      if (op.status !== null) account.status = op.status;
+      return { did: op.did, time_us: timeUs, kind: "account", account };
+    }
   }
 }

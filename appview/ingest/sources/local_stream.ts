@@ -4,7 +4,8 @@
  *
  * - Frames are decoded strictly and bounded in size (`decodeFrame`); a `#commit` becomes the
  *   single-operation form through `opsFromCommitEvent` (blocks read from the CAR, CID links in
- *   binary or string form) and is applied through the one write path.
+ *   binary or string form) and is applied through the one write path; an `#identity` becomes an
+ *   authoritative handle op, an `#account` an account status op (spec 6.2 rules 6-7).
  * - Each commit carries its `rev` to the write path, which applies it only when that rev is newer
  *   than the latest rev applied for the repository (`RevGate` `"newer"`): a commit a push already
  *   applied is passed over, and the stream stays the authority on each repository's order.
@@ -176,6 +177,14 @@ export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: numbe
       }
       case "#identity":
         return { t: "event", seq, ops: identityOps(body) };
+      case "#account":
+        // The account host's status of its own account (spec 6.2 rule 7): the same body as a
+        // Jetstream account event's `account`.
+        return {
+          t: "event",
+          seq,
+          ops: opsFromJetstream({ did: body.did, kind: "account", account: body }),
+        };
       default:
         return { t: "event", seq, ops: [] };
     }

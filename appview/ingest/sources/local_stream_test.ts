@@ -418,3 +418,27 @@ Deno.test("an #identity frame of the account host becomes an authoritative handl
     ops: [{ kind: "handle", did: ALICE, handle: "alicia.test", authoritative: true }],
   });
 });
+
+Deno.test("an #account frame of the account host becomes an account status op (spec 6.2 rule 7)", () => {
+  const frame = (body: Record<string, unknown>) =>
+    encodeFrame({ op: 1, t: "#account" }, {
+      seq: 8,
+      did: ALICE,
+      time: "2026-01-02T03:04:05.000Z",
+      ...body,
+    }).slice().buffer;
+  assert.deepEqual(parseLocalFrame(frame({ active: false, status: "takendown" }), 1024), {
+    t: "event",
+    seq: 8,
+    ops: [{ kind: "account_status", did: ALICE, active: false, status: "takendown" }],
+  });
+  assert.deepEqual(parseLocalFrame(frame({ active: true }), 1024), {
+    t: "event",
+    seq: 8,
+    ops: [
+      { kind: "account", did: ALICE },
+      { kind: "account_status", did: ALICE, active: true, status: null },
+    ],
+  });
+  assert.equal(parseLocalFrame(frame({ active: "no" }), 1024).t, "unconvertible");
+});
