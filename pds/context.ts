@@ -20,8 +20,11 @@ import type { PushService } from "./sequencer/push.ts";
 import type { RetentionWorker } from "./sequencer/retention.ts";
 import type { StreamHub } from "./sequencer/stream.ts";
 
-/** Verified access tokens of one context (`ctx.accessTokens`): token -> subject and expiry. */
-export type AccessTokenCache = Map<string, { did: string; expMs: number }>;
+/**
+ * Verified access tokens of one context (`ctx.accessTokens`): token -> subject, expiry and
+ * whether it is an app password's.
+ */
+export type AccessTokenCache = Map<string, { did: string; expMs: number; appPassword: boolean }>;
 
 /** The stream components of a context. */
 export interface StreamServices {
@@ -83,6 +86,8 @@ export interface PdsContext {
 export interface AuthInfo {
   /** The access token's subject (the account DID). */
   did: string;
+  /** True for a login with an app password (scope `com.atproto.appPass`). */
+  appPassword: boolean;
 }
 
 /** Hono environment of the account host's routers: `new Hono<PdsEnv>()`. */

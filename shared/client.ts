@@ -25,6 +25,8 @@ import {
 } from "./nsid.ts";
 import type {
   ActorProfile,
+  AppPasswordCreated,
+  AppPasswordInfo,
   BlobRef,
   CreatedRecord,
   Embed,
@@ -199,6 +201,28 @@ export class SocialClient {
     });
     const session = await this.#session.current();
     if (session !== null) await this.#session.set({ ...session, handle: handle.toLowerCase() });
+  }
+
+  /**
+   * Creates an app password named `name` (`com.atproto.server.createAppPassword`, spec 4.1 rule
+   * 12); the answer holds the password, shown this once.
+   */
+  createAppPassword(name: string): Promise<AppPasswordCreated> {
+    return this.#authed(this.#pds, "POST", "/xrpc/com.atproto.server.createAppPassword", {
+      body: { name },
+    });
+  }
+
+  /** The account's app passwords, newest first, without the passwords. */
+  listAppPasswords(): Promise<{ passwords: AppPasswordInfo[] }> {
+    return this.#authed(this.#pds, "GET", "/xrpc/com.atproto.server.listAppPasswords", {});
+  }
+
+  /** Revokes the app password `name`: its sessions end at their next refresh. */
+  async revokeAppPassword(name: string): Promise<void> {
+    await this.#authed(this.#pds, "POST", "/xrpc/com.atproto.server.revokeAppPassword", {
+      body: { name },
+    });
   }
 
   // --- account host writes ---

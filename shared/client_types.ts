@@ -158,6 +158,18 @@ export interface ServerDescription {
   inviteCodeRequired: boolean;
 }
 
+/** An app password as listed (`listAppPasswords`). */
+export interface AppPasswordInfo {
+  name: string;
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+/** A new app password (`createAppPassword`): the only answer that holds the password. */
+export interface AppPasswordCreated extends AppPasswordInfo {
+  password: string;
+}
+
 /** Client-visible session (spec 2.13). */
 export interface Session {
   did: string;

@@ -40,6 +40,30 @@ export async function verifyPassword(password: string, stored: string): Promise<
 }
 
 /**
+ * Hashes an app password of `did` with a salt derived from the DID, so that a login can compute
+ * it once and compare it with every app password of the account (as the reference host does);
+ * app passwords are 80 random bits, so the fixed salt costs nothing against guessing. Same stored
+ * form as {@link hashPassword}.
+ */
+export async function hashAppPassword(did: string, password: string): Promise<string> {
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(`app-password:${did}`),
+  );
+  const salt = Buffer.from(new Uint8Array(digest).subarray(0, SALT_LENGTH));
+  const hash = await scryptAsync(password, salt, PARAMS);
+  return ["scrypt", PARAMS.N, PARAMS.r, PARAMS.p, salt.toString("base64"), hash.toString("base64")]
+    .join("$");
+}
+
+/** Compares two stored hashes in constant time (for equal lengths). */
+export function isSameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/**
  * Spends the same work as a real check, for an unknown identifier, so that response times do not
  * tell which accounts exist.
  */

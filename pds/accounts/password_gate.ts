@@ -9,7 +9,7 @@
  */
 
 import { ConcurrencyGate } from "../concurrency_gate.ts";
-import { burnPasswordCheck, hashPassword, verifyPassword } from "./password.ts";
+import { burnPasswordCheck, hashAppPassword, hashPassword, verifyPassword } from "./password.ts";
 
 export { GateFullError } from "../concurrency_gate.ts";
 
@@ -71,5 +71,10 @@ export class PasswordGate implements PasswordWork {
   /** @throws {GateFullError} */
   burn(password: string): Promise<void> {
     return this.#gate.run(() => this.#work.burn(password));
+  }
+
+  /** An app password's hash (`hashAppPassword`, always scrypt). @throws {GateFullError} */
+  hashAppPassword(did: string, password: string): Promise<string> {
+    return this.#gate.run(() => hashAppPassword(did, password));
   }
 }

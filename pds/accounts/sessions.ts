@@ -8,7 +8,9 @@
  * Access tokens are stateless and simply expire (1 hour). A family records the account's session
  * generation when it starts; a password reset raises the generation, which ends every older
  * login at its next refresh (as the reference account host does, access tokens already issued
- * run out on their own).
+ * run out on their own). A login with an app password records it on the family: its tokens have
+ * scope `com.atproto.appPass`, and the family ends at its next refresh once the app password is
+ * revoked (`app_passwords.ts`).
  *
  * @module
  */
@@ -24,6 +26,7 @@ import {
   verifyRefreshToken,
 } from "../auth/tokens.ts";
 import { getAccount } from "./accounts.ts";
+import { type AppPasswordRef, isAppPasswordCurrent } from "./app_passwords.ts";
 
 /** Stored refresh token. */
 interface RefreshTokenRecord {
@@ -42,6 +45,8 @@ interface SessionFamily {
   revoked: boolean;
   /** The account's `sessionGeneration` at login; absent on families from before it existed. */
   generation?: number;
+  /** The app password of the login; absent for a login with the account's password. */
+  appPassword?: AppPasswordRef;
 }
 
 /** The tokens and identity returned by createAccount, createSession and refreshSession. */
@@ -66,6 +71,7 @@ const MAX_COMMIT_ATTEMPTS = 20;
 export async function startSession(
   ctx: PdsContext,
   account: { did: string; handle: string; sessionGeneration?: number },
+  opts: { appPassword?: AppPasswordRef } = {},
 ): Promise<SessionTokens> {
   const family = randomId(16);
   const jti = randomId(32);
@@ -76,6 +82,7 @@ export async function startSession(
         did: account.did,
         revoked: false,
         generation: account.sessionGeneration ?? 0,
+        ...(opts.appPassword === undefined ? {} : { appPassword: opts.appPassword }),
       } satisfies SessionFamily,
       {
         expireIn: RECORD_TTL_MS,
@@ -88,7 +95,7 @@ export async function startSession(
     )
     .commit();
   if (!res.ok) throw new Error("Session creation commit failed");
-  return await issuePair(ctx, account, jti);
+  return await issuePair(ctx, account, { jti, appPassword: opts.appPassword !== undefined });
 }
 
 /**
@@ -106,8 +113,8 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
     if (record.value.rotated && isInGrace(ctx, rotatedAt) && next !== undefined) {
       const account = await getAccount(ctx.kv, claims.sub);
       if (account === null) throw new TokenError("InvalidToken", "Token subject has no account");
-      if (isOutdated(family.value, account)) throw revoked();
-      return await issuePair(ctx, account, next);
+      if (await isOutdated(ctx, family.value, account)) throw revoked();
+      return await issuePair(ctx, account, { jti: next, appPassword: isAppLogin(family.value) });
     }
     if (record.value.rotated) {
       await revokeFamily(ctx, record.value.family);
@@ -116,7 +123,7 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
     }
     const account = await getAccount(ctx.kv, claims.sub);
     if (account === null) throw new TokenError("InvalidToken", "Token subject has no account");
-    if (isOutdated(family.value, account)) throw revoked();
+    if (await isOutdated(ctx, family.value, account)) throw revoked();
     const nextJti = randomId(32);
     const res = await ctx.kv.atomic()
       .check(record, family)
@@ -132,7 +139,9 @@ export async function refreshSession(ctx: PdsContext, token: string): Promise<Se
       )
       .set(family.key, family.value, { expireIn: RECORD_TTL_MS })
       .commit();
-    if (res.ok) return await issuePair(ctx, account, nextJti);
+    if (res.ok) {
+      return await issuePair(ctx, account, { jti: nextJti, appPassword: isAppLogin(family.value) });
+    }
   }
   throw new Error("Refresh token rotation lost too many commit races");
 }
@@ -150,9 +159,22 @@ export async function endSession(ctx: PdsContext, token: string): Promise<void> 
   await ctx.kv.delete(record.key);
 }
 
-/** True when the login began before the account's last password reset. */
-function isOutdated(family: SessionFamily, account: { sessionGeneration?: number }): boolean {
-  return (family.generation ?? 0) !== (account.sessionGeneration ?? 0);
+/**
+ * True when the login began before the account's last password reset, or its app password was
+ * revoked since.
+ */
+async function isOutdated(
+  ctx: PdsContext,
+  family: SessionFamily,
+  account: { did: string; sessionGeneration?: number },
+): Promise<boolean> {
+  if ((family.generation ?? 0) !== (account.sessionGeneration ?? 0)) return true;
+  if (family.appPassword === undefined) return false;
+  return !await isAppPasswordCurrent(ctx.kv, account.did, family.appPassword);
+}
+
+function isAppLogin(family: SessionFamily): boolean {
+  return family.appPassword !== undefined;
 }
 
 /** True when a token rotated at `rotatedAt` is still within the grace window. */
@@ -189,11 +211,11 @@ async function revokeFamily(ctx: PdsContext, familyId: string): Promise<void> {
 async function issuePair(
   ctx: PdsContext,
   account: { did: string; handle: string },
-  jti: string,
+  opts: { jti: string; appPassword: boolean },
 ): Promise<SessionTokens> {
   const [accessJwt, refreshJwt] = await Promise.all([
-    signAccessToken(ctx, account.did),
-    signRefreshToken(ctx, account.did, jti),
+    signAccessToken(ctx, account.did, { appPassword: opts.appPassword }),
+    signRefreshToken(ctx, account.did, opts.jti),
   ]);
   return { did: account.did, handle: account.handle, accessJwt, refreshJwt };
 }

@@ -1,7 +1,10 @@
 /**
  * Access-token middleware of the account host. `requireAccess()` reads `Authorization: Bearer`,
  * verifies the token (ES256 signature with the service key, expiry, `typ: at+jwt`, scope
- * `com.atproto.access`, the issued audience) and sets `c.var.auth = {did}`.
+ * `com.atproto.access` or `com.atproto.appPass`, the issued audience) and sets
+ * `c.var.auth = {did, appPassword}`. `requireAccess(ctx, {full: true})` guards the methods an
+ * app password may not call (docs/behaviour.md 4.1 rule 12): its tokens get 400 `InvalidToken`
+ * `Bad token scope`, as on the reference host.
  *
  * Errors follow the reference PDS so that atproto clients refresh by themselves: no header 401
  * `AuthMissing`; expired 400 `ExpiredToken`; anything else 400 `InvalidToken`.
@@ -13,9 +16,9 @@
  */
 
 import type { Context, MiddlewareHandler } from "hono";
-import type { PdsContext, PdsEnv } from "../context.ts";
+import type { AuthInfo, PdsContext, PdsEnv } from "../context.ts";
 import { XrpcError } from "../xrpc/errors.ts";
-import { TokenError, verifyAccessToken } from "./tokens.ts";
+import { APP_PASS_SCOPE, TokenError, verifyAccessToken } from "./tokens.ts";
 import { refuseInactiveAccount } from "../xrpc/account_state.ts";
 
 const CACHE_LIMIT = 10_000;
@@ -37,33 +40,44 @@ export function readBearerToken(c: Context): string {
 }
 
 /**
- * Hono middleware requiring a valid access token. `ctx` defaults to the context that
- * `createPdsApp` puts on every request (`c.var.ctx`).
+ * Hono middleware requiring a valid access token; with `full`, one of a login with the account's
+ * password (not an app password). `ctx` defaults to the context that `createPdsApp` puts on every
+ * request (`c.var.ctx`).
  */
-export function requireAccess(ctx?: PdsContext): MiddlewareHandler<PdsEnv> {
+export function requireAccess(
+  ctx?: PdsContext,
+  opts: { full?: boolean } = {},
+): MiddlewareHandler<PdsEnv> {
   return async function requireAccessMiddleware(c, next) {
     const pds = ctx ?? c.get("ctx");
     const token = readBearerToken(c);
-    const did = await checkAccessToken(pds, token);
-    await refuseInactiveAccount(pds, did, c.req.path);
-    c.set("auth", { did });
+    const auth = await checkAccessToken(pds, token);
+    if (opts.full && auth.appPassword) {
+      throw new XrpcError(400, "InvalidToken", "Bad token scope");
+    }
+    await refuseInactiveAccount(pds, auth.did, c.req.path);
+    c.set("auth", auth);
     c.header("Cache-Control", "private");
     c.header("Vary", "Authorization");
     await next();
   };
 }
 
-/** Verifies an access token (cached) and returns its subject DID; throws `XrpcError`. */
-export async function checkAccessToken(ctx: PdsContext, token: string): Promise<string> {
+/**
+ * Verifies an access token (cached) and returns its subject DID and whether it is an app
+ * password's; throws `XrpcError`.
+ */
+export async function checkAccessToken(ctx: PdsContext, token: string): Promise<AuthInfo> {
   const cache = ctx.accessTokens;
   const now = ctx.now();
   const hit = cache.get(token);
-  if (hit !== undefined && now < hit.expMs) return hit.did;
+  if (hit !== undefined && now < hit.expMs) return { did: hit.did, appPassword: hit.appPassword };
   try {
     const claims = await verifyAccessToken(ctx, token);
+    const appPassword = claims.scope === APP_PASS_SCOPE;
     if (cache.size >= CACHE_LIMIT) cache.clear();
-    cache.set(token, { did: claims.sub, expMs: claims.exp * 1000 });
-    return claims.sub;
+    cache.set(token, { did: claims.sub, expMs: claims.exp * 1000, appPassword });
+    return { did: claims.sub, appPassword };
   } catch (err) {
     if (hit !== undefined) cache.delete(token);
     if (err instanceof TokenError) throw new XrpcError(400, err.code, err.message);

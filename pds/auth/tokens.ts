@@ -2,8 +2,8 @@
  * Access and refresh tokens of the account host (spec 5.1): ES256, signed with the service key
  * derived from `PDS_JWT_SECRET`.
  *
- * - access: header `typ: at+jwt`, `scope: com.atproto.access`, `aud` = the index's service DID,
- *   1 hour;
+ * - access: header `typ: at+jwt`, `scope: com.atproto.access` (`com.atproto.appPass` for a login
+ *   with an app password), `aud` = the index's service DID, 1 hour;
  * - refresh: header `typ: refresh+jwt`, `scope: com.atproto.refresh`, `aud` = the account host's
  *   own DID, 90 days.
  *
@@ -23,6 +23,8 @@ import type { PdsContext } from "../context.ts";
 
 /** `scope` of access tokens. */
 export const ACCESS_SCOPE = "com.atproto.access";
+/** `scope` of access tokens of a login with an app password (docs/behaviour.md 4.1 rule 12). */
+export const APP_PASS_SCOPE = "com.atproto.appPass";
 /** `scope` of refresh tokens. */
 export const REFRESH_SCOPE = "com.atproto.refresh";
 /** Header `typ` of access tokens. */
@@ -50,13 +52,17 @@ export interface VerifiedClaims extends JwtClaims {
   jti: string;
 }
 
-/** Issues an access token for `did`. */
-export function signAccessToken(ctx: PdsContext, did: string): Promise<string> {
+/** Issues an access token for `did` (scope `com.atproto.appPass` for an app-password login). */
+export function signAccessToken(
+  ctx: PdsContext,
+  did: string,
+  opts: { appPassword?: boolean } = {},
+): Promise<string> {
   return signToken(ctx, did, {
     aud: ctx.config.appviewServiceDid,
     ttlSeconds: ACCESS_TTL_SECONDS,
     jti: randomId(16),
-    scope: ACCESS_SCOPE,
+    scope: opts.appPassword ? APP_PASS_SCOPE : ACCESS_SCOPE,
     typ: ACCESS_TYP,
   });
 }
@@ -91,11 +97,14 @@ function signToken(
   return signJwt(claims, ctx.serviceKeys.signingKey, { typ: opts.typ });
 }
 
-/** Verifies an access token: signature, expiry, `typ`, scope, issuer, audience, subject. */
+/**
+ * Verifies an access token: signature, expiry, `typ`, scope (full or app password), issuer,
+ * audience, subject.
+ */
 export function verifyAccessToken(ctx: PdsContext, token: string): Promise<VerifiedClaims> {
   return verifyToken(ctx, token, {
     typ: ACCESS_TYP,
-    scope: ACCESS_SCOPE,
+    scopes: [ACCESS_SCOPE, APP_PASS_SCOPE],
     aud: ctx.config.appviewServiceDid,
   });
 }
@@ -104,7 +113,7 @@ export function verifyAccessToken(ctx: PdsContext, token: string): Promise<Verif
 export function verifyRefreshToken(ctx: PdsContext, token: string): Promise<VerifiedClaims> {
   return verifyToken(ctx, token, {
     typ: REFRESH_TYP,
-    scope: REFRESH_SCOPE,
+    scopes: [REFRESH_SCOPE],
     aud: ctx.config.serviceDid,
   });
 }
@@ -112,7 +121,7 @@ export function verifyRefreshToken(ctx: PdsContext, token: string): Promise<Veri
 async function verifyToken(
   ctx: PdsContext,
   token: string,
-  want: { typ: string; scope: string; aud: string },
+  want: { typ: string; scopes: string[]; aud: string },
 ): Promise<VerifiedClaims> {
   let claims: JwtClaims;
   try {
@@ -133,8 +142,11 @@ async function verifyToken(
   if (header.typ !== want.typ) {
     throw new TokenError("InvalidToken", `Token type is not ${want.typ}: ${show(header.typ)}`);
   }
-  if (claims.scope !== want.scope) {
-    throw new TokenError("InvalidToken", `Token scope is not ${want.scope}: ${show(claims.scope)}`);
+  if (typeof claims.scope !== "string" || !want.scopes.includes(claims.scope)) {
+    throw new TokenError(
+      "InvalidToken",
+      `Token scope is not ${want.scopes.join(" or ")}: ${show(claims.scope)}`,
+    );
   }
   if (claims.aud !== want.aud) {
     throw new TokenError("InvalidToken", `Token audience is not ${want.aud}: ${show(claims.aud)}`);

@@ -87,6 +87,16 @@ export function passwordResetAccountKey(did: string): Deno.KvKey {
   return ["password_reset_account", did];
 }
 
+/** An app password of an account by its name: `{id, name, passwordHash, createdAt}`. */
+export function appPasswordKey(did: string, name: string): Deno.KvKey {
+  return ["app_password", did, name];
+}
+
+/** Prefix of every app password of one account (listing, login). */
+export function appPasswordPrefix(did: string): Deno.KvKey {
+  return ["app_password", did];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Moderation reports (owner: moderation)
 // ---------------------------------------------------------------------------------------------

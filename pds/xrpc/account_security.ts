@@ -1,6 +1,8 @@
 /**
  * A logged-in member's own credentials: `app.social.server.changePassword` (docs/behaviour.md
- * 4.1 rule 9). HTTP only: the work is done in `pds/accounts/`.
+ * 4.1 rule 9) and the app passwords, `com.atproto.server.createAppPassword`, `listAppPasswords`,
+ * `revokeAppPassword` (rule 12), none of them open to an app password's own session. HTTP only:
+ * the work is done in `pds/accounts/`.
  *
  * @module
  */
@@ -8,6 +10,12 @@
 import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { AccountError, getAccount } from "../accounts/accounts.ts";
+import {
+  AppPasswordError,
+  createAppPassword,
+  listAppPasswords,
+  revokeAppPassword,
+} from "../accounts/app_passwords.ts";
 import { changePassword, WrongPasswordError } from "../accounts/password_change.ts";
 import { GateFullError, PasswordGate } from "../accounts/password_gate.ts";
 import { startSession } from "../accounts/sessions.ts";
@@ -38,7 +46,7 @@ export function accountSecurityRoutes(
   // Each attempt checks a password: counted per account like logins per address.
   const attempts = new RateLimiter({ perHour: ctx.config.loginsPerHour });
 
-  app.post(`/xrpc/${CHANGE_PASSWORD_METHOD}`, requireAccess(ctx), async (c) => {
+  app.post(`/xrpc/${CHANGE_PASSWORD_METHOD}`, requireAccess(ctx, full), async (c) => {
     const { did } = c.get("auth");
     const body = await readJsonBody(c);
     const currentPassword = optionalString(body, "currentPassword") ?? "";
@@ -70,18 +78,51 @@ export function accountSecurityRoutes(
       if (err instanceof WrongPasswordError) {
         throw new XrpcError(401, "AuthenticationRequired", err.message);
       }
-      if (err instanceof GateFullError) {
-        throw new XrpcError(
-          503,
-          "NotEnoughResources",
-          "Too many password checks at once; retry in 1 second",
-          { "Retry-After": "1" },
-        );
-      }
+      if (err instanceof GateFullError) throw busy();
       throw err;
     }
     return c.json(await startSession(ctx, account));
   });
 
+  app.post("/xrpc/com.atproto.server.createAppPassword", requireAccess(ctx, full), async (c) => {
+    const { did } = c.get("auth");
+    const body = await readJsonBody(c);
+    const name = body.name;
+    if (typeof name !== "string") {
+      throw new XrpcError(400, "InvalidRequest", "Member name is required");
+    }
+    try {
+      return c.json(await createAppPassword(ctx, { did, name }, passwords));
+    } catch (err) {
+      if (err instanceof AppPasswordError) throw new XrpcError(400, "InvalidRequest", err.message);
+      if (err instanceof GateFullError) throw busy();
+      throw err;
+    }
+  });
+
+  app.get("/xrpc/com.atproto.server.listAppPasswords", requireAccess(ctx, full), async (c) => {
+    return c.json({ passwords: await listAppPasswords(ctx.kv, c.get("auth").did) });
+  });
+
+  app.post("/xrpc/com.atproto.server.revokeAppPassword", requireAccess(ctx, full), async (c) => {
+    const body = await readJsonBody(c);
+    const name = optionalString(body, "name") ?? "";
+    if (name === "") throw new XrpcError(400, "InvalidRequest", "Member name is required");
+    await revokeAppPassword(ctx, c.get("auth").did, name);
+    return c.body(null, 200);
+  });
+
   return app;
+}
+
+/** Access with the account's password, not an app password (docs/behaviour.md 4.1 rule 12). */
+const full = { full: true };
+
+function busy(): XrpcError {
+  return new XrpcError(
+    503,
+    "NotEnoughResources",
+    "Too many password checks at once; retry in 1 second",
+    { "Retry-After": "1" },
+  );
 }

@@ -79,10 +79,14 @@ export function accountStateRoutes(ctx: PdsContext): Hono<PdsEnv> {
     if (result.changed) ctx.log.info("account status changed", { did, status, by: "member" });
   };
 
-  app.post("/xrpc/com.atproto.server.deactivateAccount", requireAccess(ctx), async (c) => {
-    await change("deactivated")(c);
-    return c.body(null, 200);
-  });
+  app.post(
+    "/xrpc/com.atproto.server.deactivateAccount",
+    requireAccess(ctx, { full: true }),
+    async (c) => {
+      await change("deactivated")(c);
+      return c.body(null, 200);
+    },
+  );
 
   app.post("/xrpc/com.atproto.server.activateAccount", requireAccess(ctx), async (c) => {
     await change("active")(c);

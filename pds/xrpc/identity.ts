@@ -49,16 +49,20 @@ export function identityRoutes(ctx: PdsContext): Hono<PdsEnv> {
     return c.json(await resolveHandle(handle));
   });
 
-  app.post("/xrpc/com.atproto.identity.updateHandle", requireAccess(ctx), async (c) => {
-    const body = await readJsonBody(c);
-    try {
-      await updateHandle(ctx, c.get("auth").did, body.handle ?? "");
-    } catch (err) {
-      if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
-      throw err;
-    }
-    return c.body(null, 200);
-  });
+  app.post(
+    "/xrpc/com.atproto.identity.updateHandle",
+    requireAccess(ctx, { full: true }),
+    async (c) => {
+      const body = await readJsonBody(c);
+      try {
+        await updateHandle(ctx, c.get("auth").did, body.handle ?? "");
+      } catch (err) {
+        if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
+        throw err;
+      }
+      return c.body(null, 200);
+    },
+  );
 
   app.get("/xrpc/com.atproto.identity.resolveDid", async (c) => {
     const did = c.req.query("did")?.trim();

@@ -13,6 +13,11 @@ import { accountKey, isLoginRefusal, LoginThrottle } from "../accounts/login_thr
 import { GateFullError, PasswordGate } from "../accounts/password_gate.ts";
 import { MAX_PASSWORD_LENGTH } from "../accounts/password.ts";
 import { endSession, refreshSession, startSession } from "../accounts/sessions.ts";
+import {
+  type AppPasswordRef,
+  findAppPassword,
+  isAppPasswordShaped,
+} from "../accounts/app_passwords.ts";
 import { resetPassword } from "../accounts/password_reset.ts";
 import { readBearerToken, requireAccess } from "../auth/access.ts";
 import { accountStatus } from "../accounts/account_status.ts";
@@ -107,11 +112,19 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
       );
     }
     let ok: boolean;
+    let appPassword: AppPasswordRef | null = null;
     try {
       // An unknown identifier costs the same hash: response times do not tell which exist.
       ok = account === null
         ? (await passwords.burn(password.slice(0, MAX_PASSWORD_LENGTH)), false)
         : await passwords.verify(password, account.passwordHash);
+      // Then an app password (4.1 rule 12), only for one of their shape: one more hash.
+      if (!ok && isAppPasswordShaped(password)) {
+        appPassword = account === null
+          ? (await passwords.burn(password), null)
+          : await findAppPassword(ctx.kv, { did: account.did, password }, passwords);
+        ok = appPassword !== null;
+      }
     } catch (err) {
       attempt.refund(); // never checked
       throw busyOr(err);
@@ -123,7 +136,12 @@ export function serverRoutes(ctx: PdsContext, opts: ServerRoutesOptions = {}): H
     attempt.refund();
     const status = accountStatus(account);
     if (status === "takendown") throw takendownError(account.did);
-    return c.json({ ...(await startSession(ctx, account)), ...sessionStatus(status) });
+    const session = await startSession(
+      ctx,
+      account,
+      appPassword === null ? {} : { appPassword },
+    );
+    return c.json({ ...session, ...sessionStatus(status) });
   });
 
   // The token comes from `deno task admin account reset-password`; counted as a login.
