@@ -96,7 +96,7 @@ Deno.test("tokens of a real account host pass the index verifier; refresh tokens
     status: 401,
     body: {
       error: "TokenInvalid",
-      message: "Token scope is not com.atproto.access: com.atproto.refresh",
+      message: "Token scope is not com.atproto.access or com.atproto.appPass: com.atproto.refresh",
     },
   });
   for (const did of ["did:plc:someoneelse", `${session.did}0`, session.did.slice(0, -1)]) {
@@ -117,6 +117,43 @@ Deno.test("tokens of a real account host pass the index verifier; refresh tokens
       error: "TokenInvalid",
       message: "Token audience is not did:web:localhost%3A4000: did:web:localhost%3A3000",
     },
+  });
+});
+
+Deno.test("an app password's access token reads the member's private views on the index", async () => {
+  await using dir = await makeTempDir();
+  await using pds = await startPds({
+    env: pdsEnv(`${dir.path}/pds.kv`, "first jwt secret, 32 chars long!"),
+    hostname: "127.0.0.1",
+    port: 0,
+    log: silentLogger,
+  });
+  const owner = await xrpc(pds, "com.atproto.server.createAccount", {
+    handle: "alice.test",
+    password: PASSWORD,
+  });
+  const created = await fetch(`${pds.url}/xrpc/com.atproto.server.createAppPassword`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${owner.accessJwt}` },
+    body: JSON.stringify({ name: "third-party reader" }),
+  });
+  assert.equal(created.status, 200);
+  const { password } = await created.json();
+  const session = await xrpc(pds, "com.atproto.server.createSession", {
+    identifier: "alice.test",
+    password,
+  });
+  const config = loadAppviewConfig({ APPVIEW_PUBLIC_URL, PDS_INTERNAL_URL: pds.url });
+  const app = privateApp(createTokenVerifier(config, { log: silentLogger }));
+
+  assert.deepEqual(await call(app, session.accessJwt, owner.did), {
+    status: 200,
+    body: { viewer: owner.did },
+  });
+  // Still only for its own account.
+  assert.deepEqual(await call(app, session.accessJwt, "did:plc:someoneelse"), {
+    status: 403,
+    body: { error: "Forbidden", message: "Token subject does not match the requested did" },
   });
 });
 

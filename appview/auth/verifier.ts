@@ -20,8 +20,12 @@ import { KeyUnavailableError, PdsKeySource } from "./key_source.ts";
 
 /** Spec part 8: clock-skew leeway on `exp`. */
 export const EXP_LEEWAY_SECONDS = 30;
-/** The only scope accepted on private endpoints (spec 5.1). */
+/** The scope of a full login's access tokens (spec 5.1). */
 export const ACCESS_SCOPE = "com.atproto.access";
+/** The scope of an app password's access tokens (spec 4.1 rule 12): a third-party client. */
+export const APP_PASS_SCOPE = "com.atproto.appPass";
+/** The scopes accepted on private endpoints (spec 5.2 rule 2). */
+export const ACCEPTED_SCOPES: readonly string[] = Object.freeze([ACCESS_SCOPE, APP_PASS_SCOPE]);
 /** Default bound on the verified-token cache. */
 export const MAX_CACHED_TOKENS = 10_000;
 
@@ -144,8 +148,10 @@ export class TokenVerifier {
         throw retryErr;
       }
     }
-    if (claims.scope !== ACCESS_SCOPE) {
-      throw tokenInvalid(`Token scope is not ${ACCESS_SCOPE}: ${describe(claims.scope)}`);
+    if (typeof claims.scope !== "string" || !ACCEPTED_SCOPES.includes(claims.scope)) {
+      throw tokenInvalid(
+        `Token scope is not ${ACCEPTED_SCOPES.join(" or ")}: ${describe(claims.scope)}`,
+      );
     }
     if (claims.aud !== this.#serviceDid) {
       throw tokenInvalid(`Token audience is not ${this.#serviceDid}: ${describe(claims.aud)}`);

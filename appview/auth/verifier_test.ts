@@ -197,12 +197,27 @@ const ROWS: Row[] = [
     auth: bearer((t) =>
       accessClaims(t, { scope: "com.atproto.refresh", aud: "did:web:localhost%3A2583" })
     ),
-    want: invalid("Token scope is not com.atproto.access: com.atproto.refresh"),
+    want: invalid(
+      "Token scope is not com.atproto.access or com.atproto.appPass: com.atproto.refresh",
+    ),
   },
   {
     name: "no scope",
     auth: bearer((t) => accessClaims(t, { scope: undefined })),
-    want: invalid("Token scope is not com.atproto.access: (missing)"),
+    want: invalid("Token scope is not com.atproto.access or com.atproto.appPass: (missing)"),
+  },
+  // An app password's session (behaviour 4.1 rule 12) reads its own private views.
+  {
+    name: "app-password-scoped token",
+    auth: bearer((t) => accessClaims(t, { scope: "com.atproto.appPass" })),
+    want: ok,
+  },
+  {
+    name: "privileged app-password scope (not issued here)",
+    auth: bearer((t) => accessClaims(t, { scope: "com.atproto.appPassPrivileged" })),
+    want: invalid(
+      "Token scope is not com.atproto.access or com.atproto.appPass: com.atproto.appPassPrivileged",
+    ),
   },
   // Audience: TokenInvalid, not Forbidden (spec 5.2 rule 2).
   {
