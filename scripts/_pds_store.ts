@@ -69,6 +69,30 @@ function absolute(path: string): string {
   return path.startsWith("/") ? path : `${Deno.cwd()}/${path.replace(/^(\.\/)+/, "")}`;
 }
 
+/** A command line's arguments are wrong; `usage` is the text to show (the command's own, or all). */
+export class CliUsageError extends Error {
+  override readonly name = "CliUsageError";
+  constructor(message: string, readonly usage?: string) {
+    super(message);
+  }
+}
+
+/**
+ * Parses a command line with `parse`; a {@link CliUsageError} (or `parseArgs`'s `TypeError`) is
+ * written to `io.err` as `<name>: <message>` and the usage (the error's, else `usage`), and
+ * gives null, for the command to exit 2.
+ */
+export function parseCliArgs<C>(name: string, io: CliIo, usage: string, parse: () => C): C | null {
+  try {
+    return parse();
+  } catch (e) {
+    if (!(e instanceof CliUsageError) && !(e instanceof TypeError)) throw e;
+    io.err(`${name}: ${e.message}`);
+    io.err(e instanceof CliUsageError ? e.usage ?? usage : usage);
+    return null;
+  }
+}
+
 /** Where a command line writes its output, one line at a time. */
 export interface CliIo {
   out: (line: string) => void;

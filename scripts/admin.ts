@@ -29,7 +29,13 @@ import {
   type Report,
   resolveReport,
 } from "../pds/moderation/reports.ts";
-import { type CliIo, openStoreForCli, runCliMain } from "./_pds_store.ts";
+import {
+  type CliIo,
+  CliUsageError,
+  openStoreForCli,
+  parseCliArgs,
+  runCliMain,
+} from "./_pds_store.ts";
 
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
@@ -65,13 +71,6 @@ const HELP: Record<CommandName, string> = {
 
 const USAGE = `Usage:\n${Object.values(USAGES).map((u) => `  ${u}`).join("\n")}`;
 
-/** A command line mistake: printed with the usage, exit code 2. */
-class UsageError extends Error {
-  constructor(message: string, readonly usage: string = USAGE) {
-    super(message);
-  }
-}
-
 type Command =
   | { name: "help"; text: string }
   | { name: "accounts list"; handlePrefix?: string; limit: number; cursor?: string }
@@ -86,15 +85,8 @@ export async function runAdminCli(
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
-  let command: Command;
-  try {
-    command = parseCommand(args);
-  } catch (e) {
-    if (!(e instanceof UsageError) && !(e instanceof TypeError)) throw e;
-    io.err(`admin: ${e.message}`);
-    io.err(e instanceof UsageError ? e.usage : USAGE);
-    return 2;
-  }
+  const command = parseCliArgs("admin", io, USAGE, () => parseCommand(args));
+  if (command === null) return 2;
   if (command.name === "help") {
     for (const line of command.text.split("\n")) io.out(line);
     return 0;
@@ -232,12 +224,12 @@ function parseCommand(args: string[]): Command {
   const [group, sub, ...rest] = positionals;
   if (group === undefined) {
     if (values.help) return { name: "help", text: USAGE };
-    throw new UsageError("missing command");
+    throw new CliUsageError("missing command");
   }
   const name = `${group} ${sub ?? ""}`.trim();
   if (!(name in USAGES)) {
     if (values.help && sub === undefined) return { name: "help", text: USAGE };
-    throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+    throw new CliUsageError(`unknown command ${JSON.stringify(name)}`);
   }
   const known = name as CommandName;
   const usage = `Usage: ${USAGES[known]}`;
@@ -247,13 +239,13 @@ function parseCommand(args: string[]): Command {
       o !== "help" && values[o as keyof typeof values] !== undefined &&
       values[o as keyof typeof values] !== false && !allowed.includes(o)
     );
-    if (given !== undefined) throw new UsageError(`${name} takes no --${given}`, usage);
+    if (given !== undefined) throw new CliUsageError(`${name} takes no --${given}`, usage);
   };
   switch (known) {
     case "accounts list": {
       only(["handle-prefix", "limit", "cursor"]);
       if (rest.length > 0) {
-        throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
+        throw new CliUsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
       }
       return {
         name: known,
@@ -265,7 +257,7 @@ function parseCommand(args: string[]): Command {
     case "account reset-password": {
       only([]);
       if (rest.length !== 1 || rest[0].trim() === "") {
-        throw new UsageError("reset-password takes exactly one handle or DID", usage);
+        throw new CliUsageError("reset-password takes exactly one handle or DID", usage);
       }
       return { name: known, account: rest[0].trim() };
     }
@@ -273,21 +265,21 @@ function parseCommand(args: string[]): Command {
     case "account restore": {
       only(known === "account takedown" ? ["reason"] : []);
       if (rest.length !== 1 || rest[0].trim() === "") {
-        throw new UsageError(`${sub} takes exactly one handle or DID`, usage);
+        throw new CliUsageError(`${sub} takes exactly one handle or DID`, usage);
       }
       return { name: known, account: rest[0].trim(), reason: values.reason };
     }
     case "reports list":
       only(["all"]);
       if (rest.length > 0) {
-        throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
+        throw new CliUsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
       }
       return { name: known, all: values.all ?? false };
     case "reports resolve": {
       only(["note"]);
-      if (rest.length !== 1) throw new UsageError("resolve takes exactly one report id", usage);
+      if (rest.length !== 1) throw new CliUsageError("resolve takes exactly one report id", usage);
       if (!/^[1-9]\d{0,14}$/.test(rest[0])) {
-        throw new UsageError(
+        throw new CliUsageError(
           `report id must be a positive integer, got ${JSON.stringify(rest[0])}`,
           usage,
         );
@@ -299,7 +291,7 @@ function parseCommand(args: string[]): Command {
 
 function limit(value: string, usage: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_LIMIT) {
-    throw new UsageError(
+    throw new CliUsageError(
       `--limit must be an integer from 1 to ${MAX_LIMIT}, got ${JSON.stringify(value)}`,
       usage,
     );

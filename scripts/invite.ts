@@ -19,7 +19,13 @@
 
 import { parseArgs } from "node:util";
 import { loadPdsConfig } from "../pds/config.ts";
-import { type CliIo, openStoreForCli, runCliMain } from "./_pds_store.ts";
+import {
+  type CliIo,
+  CliUsageError,
+  openStoreForCli,
+  parseCliArgs,
+  runCliMain,
+} from "./_pds_store.ts";
 import { createInviteCodes, disableInviteCode, listInviteCodes } from "../pds/accounts/invites.ts";
 
 const USAGE = `Usage:
@@ -31,7 +37,6 @@ const MAX_COUNT = 1000;
 const MAX_USES = 1_000_000;
 
 /** A command line mistake: printed with the usage, exit code 2. */
-class UsageError extends Error {}
 
 /** Runs the command line; returns the exit code. Output goes to `out`/`err` (lines). */
 export async function runInviteCli(
@@ -39,15 +44,8 @@ export async function runInviteCli(
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
-  let command: Command;
-  try {
-    command = parseCommand(args);
-  } catch (e) {
-    if (!(e instanceof UsageError) && !(e instanceof TypeError)) throw e;
-    io.err(`invite: ${e.message}`);
-    io.err(USAGE);
-    return 2;
-  }
+  const command = parseCliArgs("invite", io, USAGE, () => parseCommand(args));
+  if (command === null) return 2;
   const config = loadPdsConfig(env);
   const kv = await openStoreForCli("invite", io, config, {
     env,
@@ -119,7 +117,7 @@ function parseCommand(args: string[]): Command {
   switch (name) {
     case "create": {
       noExtra(rest);
-      if (values.json) throw new UsageError("--json applies to list only");
+      if (values.json) throw new CliUsageError("--json applies to list only");
       return {
         name,
         count: positiveInt("--count", values.count, MAX_COUNT),
@@ -130,37 +128,37 @@ function parseCommand(args: string[]): Command {
     case "list":
       noExtra(rest);
       if (values.count !== undefined || values.uses !== undefined) {
-        throw new UsageError("--count and --uses apply to create only");
+        throw new CliUsageError("--count and --uses apply to create only");
       }
-      if (values["create-store"]) throw new UsageError("--create-store applies to create only");
+      if (values["create-store"]) throw new CliUsageError("--create-store applies to create only");
       return { name, json: values.json ?? false };
     case "disable": {
       if (rest.length !== 1 || rest[0].trim() === "") {
-        throw new UsageError("disable takes exactly one invite code");
+        throw new CliUsageError("disable takes exactly one invite code");
       }
       if (
         values.count !== undefined || values.uses !== undefined || values.json ||
         values["create-store"]
       ) {
-        throw new UsageError("disable takes no options");
+        throw new CliUsageError("disable takes no options");
       }
       return { name, code: rest[0].trim() };
     }
     case undefined:
-      throw new UsageError("missing command");
+      throw new CliUsageError("missing command");
     default:
-      throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+      throw new CliUsageError(`unknown command ${JSON.stringify(name)}`);
   }
 }
 
 function noExtra(rest: string[]): void {
-  if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`);
+  if (rest.length > 0) throw new CliUsageError(`unexpected argument ${JSON.stringify(rest[0])}`);
 }
 
 function positiveInt(flag: string, value: string | undefined, max: number): number {
-  if (value === undefined) throw new UsageError(`${flag} is required`);
+  if (value === undefined) throw new CliUsageError(`${flag} is required`);
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > max) {
-    throw new UsageError(
+    throw new CliUsageError(
       `${flag} must be an integer from 1 to ${max}, got ${JSON.stringify(value)}`,
     );
   }
