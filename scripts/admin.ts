@@ -7,6 +7,7 @@
  * deno task admin account reset-password <handle|DID>
  * deno task admin account takedown <handle|DID> [--reason TEXT]
  * deno task admin account restore <handle|DID>
+ * deno task admin account delete <handle|DID>
  * deno task admin reports list [--all]
  * deno task admin reports resolve <id> [--note TEXT]
  * ```
@@ -23,6 +24,7 @@ import { findAccount } from "../pds/accounts/accounts.ts";
 import { listAccounts } from "../pds/accounts/account_list.ts";
 import { createResetToken } from "../pds/accounts/password_reset.ts";
 import { setAccountStatus } from "../pds/accounts/account_status.ts";
+import { purgeAccount } from "../pds/accounts/account_delete.ts";
 import {
   listReports,
   REPO_REF_TYPE,
@@ -46,6 +48,7 @@ const USAGES = {
   "account reset-password": "admin account reset-password <handle|DID>",
   "account takedown": "admin account takedown <handle|DID> [--reason <text>]",
   "account restore": "admin account restore <handle|DID>",
+  "account delete": "admin account delete <handle|DID>",
   "reports list": "admin reports list [--all]",
   "reports resolve": "admin reports resolve <id> [--note <text>]",
 } as const;
@@ -63,6 +66,10 @@ const HELP: Record<CommandName, string> = {
     "takendown) tells the index to hide it everywhere. The reason is kept for the operator.",
   "account restore": "Lifts a takedown: the account is active again and an #account event " +
     "(active: true) brings its content back in the index.",
+  "account delete": "Deletes the account for good, as com.atproto.server.deleteAccount does " +
+    "without its password or token: its repository, records, blobs, sessions and app passwords " +
+    "go, its handle is free, and an #account event (active: false, status deleted) tells the " +
+    "index to remove every row of it. The invite redemption log keeps its entry.",
   "reports list": "Lists the members' reports, oldest first: id, created, status, reported by, " +
     "reason type, subject (DID or AT-URI), reason and the operator's note. Open ones only " +
     "unless --all.",
@@ -74,7 +81,7 @@ const USAGE = `Usage:\n${Object.values(USAGES).map((u) => `  ${u}`).join("\n")}`
 type Command =
   | { name: "help"; text: string }
   | { name: "accounts list"; handlePrefix?: string; limit: number; cursor?: string }
-  | { name: "account reset-password"; account: string }
+  | { name: "account reset-password" | "account delete"; account: string }
   | { name: "account takedown" | "account restore"; account: string; reason?: string }
   | { name: "reports list"; all: boolean }
   | { name: "reports resolve"; id: number; note?: string };
@@ -132,6 +139,16 @@ async function runCommand(
         }:`,
       );
       io.out(token);
+      return 0;
+    }
+    case "account delete": {
+      const account = await findAccount(kv, command.account);
+      const event = account === null ? null : await purgeAccount(kv, account.did, Date.now());
+      if (account === null || event === null) {
+        io.err(`admin: no account ${JSON.stringify(command.account)}`);
+        return 1;
+      }
+      io.out(`Deleted ${account.handle} (${account.did}); #account event seq ${event.seq}`);
       return 0;
     }
     case "account takedown":
@@ -254,10 +271,11 @@ function parseCommand(args: string[]): Command {
         cursor: values.cursor,
       };
     }
-    case "account reset-password": {
+    case "account reset-password":
+    case "account delete": {
       only([]);
       if (rest.length !== 1 || rest[0].trim() === "") {
-        throw new CliUsageError("reset-password takes exactly one handle or DID", usage);
+        throw new CliUsageError(`${sub} takes exactly one handle or DID`, usage);
       }
       return { name: known, account: rest[0].trim() };
     }

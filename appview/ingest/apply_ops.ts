@@ -228,7 +228,7 @@ export class IndexWriter {
       [COLLECTION_PROFILE, new ProfileIndexer(db)],
     ]);
     this.#handles = new HandleIndexer(db);
-    this.#statuses = new AccountStatusIndexer(db, actors);
+    this.#statuses = new AccountStatusIndexer(db, actors, this.#search);
     this.#skips = new SkipTally(db, this.#indexers);
     this.#writeCursor = prepareCursorWrite(db);
     this.#knownAccount = db.prepare("INSERT INTO profiles (did) VALUES (?) ON CONFLICT DO NOTHING");

@@ -87,6 +87,14 @@ export function passwordResetAccountKey(did: string): Deno.KvKey {
   return ["password_reset_account", did];
 }
 
+/**
+ * The account's current deletion token (`requestAccountDelete`): `{hash, expiresAt}`, the token's
+ * SHA-256 (hex); a new request replaces it, `deleteAccount` uses it up with the account.
+ */
+export function accountDeleteTokenKey(did: string): Deno.KvKey {
+  return ["account_delete_token", did];
+}
+
 /** An app password of an account by its name: `{id, name, passwordHash, createdAt}`. */
 export function appPasswordKey(did: string, name: string): Deno.KvKey {
   return ["app_password", did, name];

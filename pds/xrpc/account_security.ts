@@ -1,15 +1,18 @@
 /**
  * A logged-in member's own credentials: `app.social.server.changePassword` (docs/behaviour.md
  * 4.1 rule 9) and the app passwords, `com.atproto.server.createAppPassword`, `listAppPasswords`,
- * `revokeAppPassword` (rule 12), none of them open to an app password's own session. HTTP only:
- * the work is done in `pds/accounts/`.
+ * `revokeAppPassword` (rule 12), none of them open to an app password's own session, and the
+ * account's deletion, `com.atproto.server.requestAccountDelete` and `deleteAccount` (rule 13).
+ * HTTP only: the work is done in `pds/accounts/`.
  *
  * @module
  */
 
 import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
-import { AccountError, getAccount } from "../accounts/accounts.ts";
+import { AccountError, getAccount, isLookupDid } from "../accounts/accounts.ts";
+import { deleteAccount, requestAccountDelete } from "../accounts/account_delete.ts";
+import { TokenError } from "../auth/tokens.ts";
 import {
   AppPasswordError,
   createAppPassword,
@@ -109,6 +112,49 @@ export function accountSecurityRoutes(
     const name = optionalString(body, "name") ?? "";
     if (name === "") throw new XrpcError(400, "InvalidRequest", "Member name is required");
     await revokeAppPassword(ctx, c.get("auth").did, name);
+    return c.body(null, 200);
+  });
+
+  app.post("/xrpc/com.atproto.server.requestAccountDelete", requireAccess(ctx, full), async (c) => {
+    const { did } = c.get("auth");
+    if (await getAccount(ctx.kv, did) === null) {
+      throw new XrpcError(400, "InvalidToken", `Token subject has no account: ${did}`);
+    }
+    // No email here: the token is the answer (docs/behaviour.md 4.1 rule 13).
+    const { token } = await requestAccountDelete(ctx.kv, did, ctx.now());
+    return c.json({ token });
+  });
+
+  app.post("/xrpc/com.atproto.server.deleteAccount", async (c) => {
+    const body = await readJsonBody(c);
+    const did = optionalString(body, "did") ?? "";
+    const password = optionalString(body, "password") ?? "";
+    const token = optionalString(body, "token") ?? "";
+    if (did === "" || password === "" || token === "") {
+      throw new XrpcError(400, "InvalidRequest", "Members did, password and token are required");
+    }
+    if (!isLookupDid(did)) {
+      throw new XrpcError(400, "InvalidRequest", `Member did is invalid: ${JSON.stringify(did)}`);
+    }
+    const retryAfter = attempts.take(did, ctx.now());
+    if (retryAfter > 0) {
+      throw new XrpcError(
+        429,
+        "RateLimitExceeded",
+        `Too many deletion attempts for this account; retry in ${retryAfter} seconds`,
+        { "Retry-After": String(retryAfter) },
+      );
+    }
+    try {
+      await deleteAccount(ctx, { did, password, token }, passwords);
+    } catch (err) {
+      if (err instanceof WrongPasswordError) {
+        throw new XrpcError(401, "AuthenticationRequired", "Invalid did or password");
+      }
+      if (err instanceof TokenError) throw new XrpcError(400, err.code, err.message);
+      if (err instanceof GateFullError) throw busy();
+      throw err;
+    }
     return c.body(null, 200);
   });
 

@@ -22,6 +22,7 @@ const DEACTIVATED_ALLOWED = new Set([
   "/xrpc/com.atproto.server.activateAccount",
   "/xrpc/com.atproto.server.deactivateAccount",
   "/xrpc/com.atproto.server.getSession",
+  "/xrpc/com.atproto.server.requestAccountDelete",
 ]);
 
 /**
