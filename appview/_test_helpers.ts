@@ -739,3 +739,64 @@ export function assertPostShape(post: Record<string, unknown>): void {
   assert.ok(Number.isInteger(post.like_count), "like_count");
   assert.ok(Number.isInteger(post.repost_count), "repost_count");
 }
+
+/** A fake Jetstream endpoint: a real WebSocket server whose events the test sends. */
+export interface FakeJetstream extends AsyncDisposable {
+  /** WebSocket URL of the `/subscribe` endpoint, e.g. `ws://127.0.0.1:1234/subscribe`. */
+  readonly url: string;
+  /** Query strings of every connection made so far (`wantedCollections`, `cursor`, ...). */
+  readonly requests: URLSearchParams[];
+  /** Number of currently open client sockets. */
+  openCount(): number;
+  /** Sends one event (serialised as JSON text unless already a string) to every open client. */
+  send(event: unknown): void;
+  /** Closes every open client socket (the server keeps accepting new ones). */
+  dropClients(code?: number): void;
+  /** Waits until at least `n` clients are connected. */
+  waitForClients(n?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Starts a fake Jetstream server on port 0. */
+export function startFakeJetstream(): FakeJetstream {
+  const sockets = new Set<WebSocket>();
+  const requests: URLSearchParams[] = [];
+  const server = serveOnPort0((req) => {
+    const url = new URL(req.url);
+    if (url.pathname !== "/subscribe" || req.headers.get("upgrade") !== "websocket") {
+      return new Response("not found", { status: 404 });
+    }
+    requests.push(url.searchParams);
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    socket.onopen = () => sockets.add(socket);
+    socket.onclose = () => sockets.delete(socket);
+    socket.onerror = () => sockets.delete(socket);
+    return response;
+  });
+  const closeAll = (code = 1000) => {
+    for (const s of sockets) {
+      try {
+        s.close(code);
+      } catch { /* already closing */ }
+    }
+  };
+  const close = async () => {
+    closeAll();
+    await waitFor(() => sockets.size === 0, { timeoutMs: 2000 }).catch(() => {});
+    await server.close();
+  };
+  return {
+    url: `ws://127.0.0.1:${server.port}/subscribe`,
+    requests,
+    openCount: () => sockets.size,
+    send(event) {
+      const text = typeof event === "string" ? event : JSON.stringify(event);
+      for (const s of sockets) if (s.readyState === WebSocket.OPEN) s.send(text);
+    },
+    dropClients: closeAll,
+    waitForClients: (n = 1) =>
+      waitFor(() => sockets.size >= n, { message: `${n} jetstream clients` }).then(() => {}),
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

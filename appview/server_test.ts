@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { COLLECTION_POST } from "../shared/nsid.ts";
-import { startFakeJetstream } from "../tests/_util.ts";
+import { startFakeJetstream } from "./_test_helpers.ts";
 import { makeTempDir, waitFor } from "../runtime/_test_helpers.ts";
 import { ConfigError, loadAppviewConfig } from "./config.ts";
 import { openIndexDb } from "./db/open.ts";

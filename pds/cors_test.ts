@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { COLLECTION_POST, EMBED_IMAGES } from "../shared/nsid.ts";
-import { makeTempDir } from "../tests/_util.ts";
+import { makeTempDir } from "../runtime/_test_helpers.ts";
 import {
   captureLogger,
   createTestApp,

@@ -2,7 +2,7 @@
 // `deno task dev` by loadOrCreateJwtSecret.
 
 import assert from "node:assert/strict";
-import { makeTempDir, REPO_ROOT } from "../tests/_util.ts";
+import { makeTempDir, REPO_ROOT } from "../runtime/_test_helpers.ts";
 import { captureLogger } from "./_test_helpers.ts";
 import { loadPdsConfig } from "./config.ts";
 import { GENERATED_SECRET_FILE, loadOrCreateJwtSecret, requireJwtSecret } from "./main.ts";

@@ -1,7 +1,7 @@
 // Starting the account host (docs/behaviour.md 11: PDS_PORT).
 
 import assert from "node:assert/strict";
-import { makeTempDir } from "../tests/_util.ts";
+import { makeTempDir } from "../runtime/_test_helpers.ts";
 import { captureLogger, kvRowsInMainFile, TEST_ENV } from "./_test_helpers.ts";
 import { ConfigError } from "./config.ts";
 import { startPds } from "./server.ts";

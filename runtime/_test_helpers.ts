@@ -144,3 +144,40 @@ async function countRowsOfCopy(dir: string, path: string, table: string): Promis
     await Deno.remove(copy);
   }
 }
+
+/** Absolute path of the repository root. */
+export const REPO_ROOT = new URL("../", import.meta.url);
+
+/**
+ * The command line of the `deno.json` task `name`, whether the task is written as a string or as
+ * `{command, dependencies}` (the tasks that build the web app first).
+ */
+export function taskCommand(tasks: Record<string, unknown>, name: string): string {
+  const task = tasks[name];
+  if (typeof task === "string") return task;
+  const command = (task as { command?: unknown } | undefined)?.command;
+  if (typeof command !== "string") throw new Error(`deno.json has no task ${name}`);
+  return command;
+}
+
+/** The permissions of one set in `deno.json`'s `permissions` (`-P=<name>`). */
+export type PermissionSet = Partial<
+  Record<"read" | "write" | "net" | "env" | "sys" | "run" | "ffi" | "import", boolean | string[]>
+>;
+
+/**
+ * The permission set the `deno.json` task `name` runs with: its `-P=<set>` word and the set's
+ * grants from the config's `permissions`. Throws when the task names no set, or one the config
+ * does not define.
+ */
+export function taskPermissionSet(
+  config: { tasks: Record<string, unknown>; permissions?: Record<string, PermissionSet> },
+  name: string,
+): { flag: string; name: string; grants: PermissionSet } {
+  const flags = taskCommand(config.tasks, name).split(" ").filter((w) => w.startsWith("-P="));
+  if (flags.length !== 1) throw new Error(`task ${name} names ${flags.length} permission sets`);
+  const set = flags[0].slice("-P=".length);
+  const grants = config.permissions?.[set];
+  if (grants === undefined) throw new Error(`deno.json has no permission set ${set}`);
+  return { flag: flags[0], name: set, grants };
+}

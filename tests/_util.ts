@@ -1,13 +1,14 @@
 /**
- * Test harness of the cross-component tests: a fake Jetstream (a real WebSocket server fed by the
- * test), the repository's paths and tasks, and the subprocess environment. The helpers every
- * component shares (temporary directories, servers on port 0, free ports, `waitFor`, captured
- * loggers, clocks) are in `runtime/_test_helpers.ts`, re-exported here.
+ * Test harness of the cross-component tests: the subprocess environment, the interop vectors and
+ * the account host's scripts run as subprocesses. The helpers every component shares (temporary
+ * directories, servers on port 0, free ports, `waitFor`, captured loggers, clocks, the
+ * repository's paths and tasks) are in `runtime/_test_helpers.ts`, and the fake Jetstream in
+ * `appview/_test_helpers.ts`; both re-exported here.
  *
  * @module
  */
 
-import { serveOnPort0, waitFor } from "../runtime/_test_helpers.ts";
+import { REPO_ROOT } from "../runtime/_test_helpers.ts";
 
 export {
   captureLogger,
@@ -16,75 +17,16 @@ export {
   makeTempDir,
   ManualClock,
   offsetClock,
+  type PermissionSet,
+  REPO_ROOT,
   serveOnPort0,
+  taskCommand,
+  taskPermissionSet,
   type TempDir,
   type TestServer,
   waitFor,
 } from "../runtime/_test_helpers.ts";
-
-/** A fake Jetstream endpoint: a real WebSocket server whose events the test sends. */
-export interface FakeJetstream extends AsyncDisposable {
-  /** WebSocket URL of the `/subscribe` endpoint, e.g. `ws://127.0.0.1:1234/subscribe`. */
-  readonly url: string;
-  /** Query strings of every connection made so far (`wantedCollections`, `cursor`, ...). */
-  readonly requests: URLSearchParams[];
-  /** Number of currently open client sockets. */
-  openCount(): number;
-  /** Sends one event (serialised as JSON text unless already a string) to every open client. */
-  send(event: unknown): void;
-  /** Closes every open client socket (the server keeps accepting new ones). */
-  dropClients(code?: number): void;
-  /** Waits until at least `n` clients are connected. */
-  waitForClients(n?: number): Promise<void>;
-  close(): Promise<void>;
-}
-
-/** Starts a fake Jetstream server on port 0. */
-export function startFakeJetstream(): FakeJetstream {
-  const sockets = new Set<WebSocket>();
-  const requests: URLSearchParams[] = [];
-  const server = serveOnPort0((req) => {
-    const url = new URL(req.url);
-    if (url.pathname !== "/subscribe" || req.headers.get("upgrade") !== "websocket") {
-      return new Response("not found", { status: 404 });
-    }
-    requests.push(url.searchParams);
-    const { socket, response } = Deno.upgradeWebSocket(req);
-    socket.onopen = () => sockets.add(socket);
-    socket.onclose = () => sockets.delete(socket);
-    socket.onerror = () => sockets.delete(socket);
-    return response;
-  });
-  const closeAll = (code = 1000) => {
-    for (const s of sockets) {
-      try {
-        s.close(code);
-      } catch { /* already closing */ }
-    }
-  };
-  const close = async () => {
-    closeAll();
-    await waitFor(() => sockets.size === 0, { timeoutMs: 2000 }).catch(() => {});
-    await server.close();
-  };
-  return {
-    url: `ws://127.0.0.1:${server.port}/subscribe`,
-    requests,
-    openCount: () => sockets.size,
-    send(event) {
-      const text = typeof event === "string" ? event : JSON.stringify(event);
-      for (const s of sockets) if (s.readyState === WebSocket.OPEN) s.send(text);
-    },
-    dropClients: closeAll,
-    waitForClients: (n = 1) =>
-      waitFor(() => sockets.size >= n, { message: `${n} jetstream clients` }).then(() => {}),
-    close,
-    [Symbol.asyncDispose]: close,
-  };
-}
-
-/** Absolute path of the repository root. */
-export const REPO_ROOT = new URL("../", import.meta.url);
+export { type FakeJetstream, startFakeJetstream } from "../appview/_test_helpers.ts";
 
 /** Environment passed through to subprocesses (the rest is cleared). */
 export function baseEnv(): Record<string, string> {
@@ -94,40 +36,6 @@ export function baseEnv(): Record<string, string> {
     if (value !== undefined) env[name] = value;
   }
   return env;
-}
-
-/**
- * The command line of the `deno.json` task `name`, whether the task is written as a string or as
- * `{command, dependencies}` (the tasks that build the web app first).
- */
-export function taskCommand(tasks: Record<string, unknown>, name: string): string {
-  const task = tasks[name];
-  if (typeof task === "string") return task;
-  const command = (task as { command?: unknown } | undefined)?.command;
-  if (typeof command !== "string") throw new Error(`deno.json has no task ${name}`);
-  return command;
-}
-
-/** The permissions of one set in `deno.json`'s `permissions` (`-P=<name>`). */
-export type PermissionSet = Partial<
-  Record<"read" | "write" | "net" | "env" | "sys" | "run" | "ffi" | "import", boolean | string[]>
->;
-
-/**
- * The permission set the `deno.json` task `name` runs with: its `-P=<set>` word and the set's
- * grants from the config's `permissions`. Throws when the task names no set, or one the config
- * does not define.
- */
-export function taskPermissionSet(
-  config: { tasks: Record<string, unknown>; permissions?: Record<string, PermissionSet> },
-  name: string,
-): { flag: string; name: string; grants: PermissionSet } {
-  const flags = taskCommand(config.tasks, name).split(" ").filter((w) => w.startsWith("-P="));
-  if (flags.length !== 1) throw new Error(`task ${name} names ${flags.length} permission sets`);
-  const set = flags[0].slice("-P=".length);
-  const grants = config.permissions?.[set];
-  if (grants === undefined) throw new Error(`deno.json has no permission set ${set}`);
-  return { flag: flags[0], name: set, grants };
 }
 
 /** The interop vectors folder beside the checkout, or null when absent (tests then skip). */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { REPO_ROOT, taskCommand, taskPermissionSet } from "../../tests/_util.ts";
+import { REPO_ROOT, taskCommand, taskPermissionSet } from "../../runtime/_test_helpers.ts";
 import { makeTempDir, serveOnPort0 } from "../../runtime/_test_helpers.ts";
 import {
   checkDestination,

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { cidForRaw } from "../../shared/cid.ts";
 import { encodeCbor } from "../../shared/cbor.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE, EMBED_IMAGES } from "../../shared/nsid.ts";
 import { createTestApp, signUp, type TestApp, xrpcPost } from "../_test_helpers.ts";
 import {

@@ -2,7 +2,7 @@
 // leaked on a crash): an account host killed with SIGKILL while storing 1 MiB uploads leaves no
 // visible partial blob, and every chunk it left without metadata is found by the sweep.
 import assert from "node:assert/strict";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { signUp, spawnPds, TEST_JWT_SECRET, xrpcPost } from "../_test_helpers.ts";
 import { getBlob } from "./blob_store.ts";
 import { sweepInterruptedUploads, UPLOAD_GRACE_MS } from "./blob_gc.ts";

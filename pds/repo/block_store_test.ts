@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { cidForRaw, formatCid } from "../../shared/cid.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { repoBlocksKey } from "../store/keys.ts";
 import { BlockStore, encodeBlockPack, putBlocks } from "./block_store.ts";
 import type { Block } from "./mst.ts";

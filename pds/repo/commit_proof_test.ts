@@ -12,7 +12,7 @@ import { silentLogger } from "../../shared/log.ts";
 import { type CID, formatCid } from "../../shared/cid.ts";
 import { decodeCbor } from "../../shared/cbor.ts";
 import { COLLECTION_LIKE, COLLECTION_POST } from "../../shared/nsid.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import type { CommitEvent } from "../sequencer/sequencer.ts";
 import { storeParts } from "../_test_helpers.ts";
 import { RepoService } from "./repository.ts";

@@ -7,7 +7,7 @@ import { generateP256KeyPair, type P256KeyPair } from "../../shared/keys.ts";
 import { type Logger, silentLogger } from "../../shared/log.ts";
 import { encodeDidKey } from "../../shared/multikey.ts";
 import { COLLECTION_LIKE, COLLECTION_POST, COLLECTION_PROFILE } from "../../shared/nsid.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { repoRootKey } from "../store/keys.ts";
 import { BlockStore } from "./block_store.ts";
 import { compactRepoBlocks } from "./compaction.ts";

@@ -5,7 +5,7 @@ import { publicKeyFromPrivate, signCompact, verifyCompact } from "../../shared/k
 import { compactLowS, LIBCRYPTO_PATHS, MAX_NATIVE_KEYS, NativeP256Signer } from "./native_sign.ts";
 import { CommitSigner, commitSigner } from "./signer.ts";
 import { cidForCbor, formatCid, nativeSha256InUse } from "../../shared/cid.ts";
-import { taskPermissionSet } from "../../tests/_util.ts";
+import { taskPermissionSet } from "../../runtime/_test_helpers.ts";
 
 const ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
 

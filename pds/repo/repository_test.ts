@@ -15,7 +15,7 @@ import {
   EMBED_IMAGES,
 } from "../../shared/nsid.ts";
 import { putBlob } from "../blobs/blob_store.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { storeParts } from "../_test_helpers.ts";
 import { repoRootKey } from "../store/keys.ts";
 import { RepoError } from "./errors.ts";

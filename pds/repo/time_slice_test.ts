@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { generateP256KeyPair } from "../../shared/keys.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { exportRepoCar } from "./reader.ts";
 import { storeParts } from "../_test_helpers.ts";
 import { RepoService } from "./repository.ts";

@@ -2,7 +2,7 @@
 // ConsumerLimitReached) and a per-address cap (429), both answered before the WebSocket upgrade.
 
 import assert from "node:assert/strict";
-import { waitFor } from "../../tests/_util.ts";
+import { waitFor } from "../../runtime/_test_helpers.ts";
 import { startTestServer, StreamClient } from "../_test_helpers.ts";
 import { DEFAULT_STREAM_LIMITS } from "./stream.ts";
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { verifyRepoCar } from "@atproto/repo";
 import { type CID, formatCid } from "../../shared/cid.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { makeTempDir, waitFor } from "../../tests/_util.ts";
+import { makeTempDir, waitFor } from "../../runtime/_test_helpers.ts";
 import {
   signUp,
   spawnPds,

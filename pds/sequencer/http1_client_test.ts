@@ -2,7 +2,7 @@
 // Deno.serve server and against scripted raw TCP servers for the framings Deno.serve never sends.
 
 import assert from "node:assert/strict";
-import { serveOnPort0 } from "../../tests/_util.ts";
+import { serveOnPort0 } from "../../runtime/_test_helpers.ts";
 import { Http1Client, Http1Error, MAX_RESPONSE_HEAD_BYTES } from "./http1_client.ts";
 
 const enc = new TextEncoder();

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { formatCid } from "../../shared/cid.ts";
 import { COLLECTION_POST, COLLECTION_PROFILE } from "../../shared/nsid.ts";
 import { opsFromPush } from "../../shared/ops.ts";
-import { serveOnPort0, waitFor } from "../../tests/_util.ts";
+import { serveOnPort0, waitFor } from "../../runtime/_test_helpers.ts";
 import { signUp, startTestServer, writePosts, xrpcPost } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { pushBodyOf } from "./push.ts";

@@ -2,7 +2,7 @@
 // (spec 6.1 rule 5; docs/protocol.md 6.3).
 
 import assert from "node:assert/strict";
-import { makeTempDir, waitFor } from "../../tests/_util.ts";
+import { makeTempDir, waitFor } from "../../runtime/_test_helpers.ts";
 import { offsetClock, signUp, startTestServer, StreamClient } from "../_test_helpers.ts";
 import { readHeadSeq, readOldestSeq } from "./event_log.ts";
 import { deleteEventsBefore, pruneEvents } from "./retention.ts";

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { CID, cidForCbor } from "../../shared/cid.ts";
-import { makeTempDir } from "../../tests/_util.ts";
+import { makeTempDir } from "../../runtime/_test_helpers.ts";
 import { readEventBodies } from "./event_log.ts";
 import { type CommitRequest, decodeEvent, Sequencer } from "./sequencer.ts";
 

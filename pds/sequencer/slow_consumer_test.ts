@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { decodeFrame } from "../../shared/frame.ts";
-import { waitFor } from "../../tests/_util.ts";
+import { waitFor } from "../../runtime/_test_helpers.ts";
 import { RawWsClient, signUp, startTestServer, writePosts, type Writer } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 

@@ -17,7 +17,7 @@ import {
 } from "../_test_helpers.ts";
 import { readHeadSeq } from "./event_log.ts";
 import { CLIENT_MESSAGE, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES } from "./stream.ts";
-import { waitFor } from "../../tests/_util.ts";
+import { waitFor } from "../../runtime/_test_helpers.ts";
 
 async function signUpWriters(s: TestServer, n: number, prefix: string): Promise<Writer[]> {
   const out: Writer[] = [];

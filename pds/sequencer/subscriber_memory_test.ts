@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { decodeFrame } from "../../shared/frame.ts";
-import { waitFor } from "../../tests/_util.ts";
+import { waitFor } from "../../runtime/_test_helpers.ts";
 import {
   RawWsClient,
   signUp,

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { readCar } from "../../shared/car.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
-import { waitFor } from "../../tests/_util.ts";
+import { waitFor } from "../../runtime/_test_helpers.ts";
 import { signUp, startTestServer, xrpcPost } from "../_test_helpers.ts";
 import { carBody, EXPORTS_RUNNING, EXPORTS_WAITING } from "./sync.ts";
 import type { ConcurrencyGate } from "../concurrency_gate.ts";

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
-import { startFakeJetstream } from "../../../tests/_util.ts";
+import { startFakeJetstream } from "../../_test_helpers.ts";
 import { waitFor } from "../../../runtime/_test_helpers.ts";
 import {
   captureLogRecords,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { COLLECTION_FOLLOW, COLLECTION_POST } from "../../../shared/nsid.ts";
 import type { IndexOp } from "../../../shared/ops.ts";
-import { startFakeJetstream } from "../../../tests/_util.ts";
+import { startFakeJetstream } from "../../_test_helpers.ts";
 import { waitFor } from "../../../runtime/_test_helpers.ts";
 import {
   CONSUMER_PUBLIC,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { startFakeJetstream } from "../../../tests/_util.ts";
+import { startFakeJetstream } from "../../_test_helpers.ts";
 import { makeTempDir, waitFor } from "../../../runtime/_test_helpers.ts";
 import { loadAppviewConfig } from "../../config.ts";
 import type { JetstreamOptions } from "./jetstream.ts";
