@@ -128,6 +128,7 @@ export interface UnmuteResult {
  *   likes: { [post]: "at://did:plc:me/app.social.feed.like/3k2" },
  *   reposts: {},
  *   follows: { "did:plc:bob": "at://did:plc:me/app.social.graph.follow/3k3" },
+ *   blocks: {},
  * };
  * ```
  */
@@ -141,6 +142,8 @@ export interface ViewerState {
    * without its record key (rows from before it stored one), so it cannot be undone from here.
    */
   follows: Record<string, string | null>;
+  /** Blocked DID to the URI of the viewer's block record (spec 2.14), what `unblock` takes. */
+  blocks: Record<string, string>;
 }
 
 /** A page of a list with an opaque cursor; null means the end. */

@@ -630,6 +630,70 @@ Deno.test({
       );
     });
 
+    await t.step(
+      "A blocks B: B's posts leave A's timeline and search; unblocking brings them back",
+      async () => {
+        const harbour = `${base}/search?q=harbour`;
+        await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
+        await a.waitForSelector("button.danger:not([disabled])", { timeout: TIMEOUT });
+        assert.equal(await textOf(a, `document.querySelector("button.danger")`), "Block");
+        await a.click("button.danger");
+        await a.waitForSelector('button.danger[aria-pressed="true"]:not([disabled])', {
+          timeout: TIMEOUT,
+        });
+        assert.equal(await textOf(a, `document.querySelector("button.danger")`), "Unblock");
+        await waitUntil(a, `document.querySelector(".feed .state.empty")`);
+        assert.match(
+          await textOf(a, `document.querySelector(".feed .state.empty")`),
+          /You blocked/,
+        );
+        await capture(a, "profile-blocked");
+        await go(a, `${base}/`, "Home");
+        await waitUntil(a, `document.querySelector(".state.empty, article.post")`);
+        assert.equal(await a.evaluate(`!!${postWith(postText)}`), false);
+        await go(a, harbour, "Search");
+        await waitUntil(a, `document.querySelector(".state.empty")`);
+        assert.equal(await a.evaluate(`!!${postWith(postText)}`), false);
+        await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
+        await a.waitForSelector('button.danger[aria-pressed="true"]:not([disabled])', {
+          timeout: TIMEOUT,
+        });
+        await a.click("button.danger");
+        await a.waitForSelector('button.danger[aria-pressed="false"]:not([disabled])', {
+          timeout: TIMEOUT,
+        });
+        await waitUntil(a, postWith(postText));
+        await go(a, harbour, "Search");
+        await waitUntil(a, postWith(postText));
+        await go(a, `${base}/`, "Home");
+        await waitUntil(a, postWith(postText));
+      },
+    );
+
+    await t.step("A mutes B: B's posts leave A's timeline until unmuted", async () => {
+      await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
+      const mute = `.safety-actions button:not(.danger)`;
+      await a.waitForSelector(`${mute}[aria-pressed="false"]:not([disabled])`, {
+        timeout: TIMEOUT,
+      });
+      await a.click(mute);
+      await a.waitForSelector(`${mute}[aria-pressed="true"]:not([disabled])`, { timeout: TIMEOUT });
+      assert.equal(await textOf(a, `document.querySelector(${q(mute)})`), "Unmute");
+      // Muting is private to A: B's profile still shows B's posts.
+      await waitUntil(a, postWith(postText));
+      await go(a, `${base}/`, "Home");
+      await waitUntil(a, `document.querySelector(".state.empty, article.post")`);
+      assert.equal(await a.evaluate(`!!${postWith(postText)}`), false);
+      await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
+      await a.waitForSelector(`${mute}[aria-pressed="true"]:not([disabled])`, { timeout: TIMEOUT });
+      await a.click(mute);
+      await a.waitForSelector(`${mute}[aria-pressed="false"]:not([disabled])`, {
+        timeout: TIMEOUT,
+      });
+      await go(a, `${base}/`, "Home");
+      await waitUntil(a, postWith(postText));
+    });
+
     await t.step("A deletes the hostile post; logging out clears the session", async () => {
       await go(a, `${base}/profile/alice.test`, "@alice.test");
       await clickInPost(a, "window.__pwned=1", "button.delete");

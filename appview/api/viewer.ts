@@ -1,7 +1,7 @@
 /**
  * `GET /api/viewer?did=<viewer>&uris=<post URI>,...&actors=<DID>,...` (public, like the follow
- * lists: likes, reposts and follows are public records): `ViewerState` `{likes, reposts,
- * follows}`, the viewer's own records of the posts and accounts asked about, keyed by post URI
+ * lists: likes, reposts, follows and blocks are public records): `ViewerState` `{likes, reposts,
+ * follows, blocks}`, the viewer's own records of the posts and accounts asked about, keyed by post URI
  * and actor DID. A key is present only when the record exists.
  *
  * `uris` and `actors` are optional comma-separated lists of at most {@link MAX_VIEWER_ENTRIES}

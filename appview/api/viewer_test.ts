@@ -5,13 +5,23 @@
 
 import assert from "node:assert/strict";
 import {
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
   COLLECTION_REPOST,
 } from "../../shared/nsid.ts";
 import { LoginRequiredError, MemorySessionStore, SocialClient } from "../../shared/client.ts";
-import { deleteOp, didOf, followOp, likeOp, postOp, repostOp, uriOf } from "../_fixtures.ts";
+import {
+  blockOp,
+  deleteOp,
+  didOf,
+  followOp,
+  likeOp,
+  postOp,
+  repostOp,
+  uriOf,
+} from "../_fixtures.ts";
 import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
 import { MAX_VIEWER_ENTRIES } from "./viewer.ts";
 
@@ -23,7 +33,7 @@ const P2 = uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbb22");
 const LIKE = uriOf(VIEWER, COLLECTION_LIKE, "3klike0000022");
 const REPOST = uriOf(VIEWER, COLLECTION_REPOST, "3krepost00022");
 const FOLLOW = uriOf(VIEWER, COLLECTION_FOLLOW, "3kfollow00022");
-const EMPTY = { likes: {}, reposts: {}, follows: {} };
+const EMPTY = { likes: {}, reposts: {}, follows: {}, blocks: {} };
 
 /**
  * Alice posts P1, Bob P2. The viewer likes P1, reposts P2 and follows Alice; Bob likes P2,
@@ -58,11 +68,12 @@ Deno.test("viewer answers the like, repost and follow record URIs it holds", asy
     actors: [ALICE, BOB],
   }));
   assert.equal(status, 200);
-  assert.deepEqual(Object.keys(body), ["likes", "reposts", "follows"]);
+  assert.deepEqual(Object.keys(body), ["likes", "reposts", "follows", "blocks"]);
   assert.deepEqual(body, {
     likes: { [P1]: LIKE },
     reposts: { [P2]: REPOST },
     follows: { [ALICE]: FOLLOW },
+    blocks: {},
   });
 });
 
@@ -78,6 +89,7 @@ Deno.test("viewer drops a like once the unlike is applied", async () => {
     likes: {},
     reposts: { [P2]: REPOST },
     follows: { [ALICE]: FOLLOW },
+    blocks: {},
   });
 });
 
@@ -88,7 +100,7 @@ Deno.test("viewer drops a follow and a repost once they are deleted", async () =
     deleteOp(VIEWER, COLLECTION_REPOST, "3krepost00022"),
   );
   const { body } = await h.request(viewerPath(VIEWER, { uris: [P1, P2], actors: [ALICE] }));
-  assert.deepEqual(body, { likes: { [P1]: LIKE }, reposts: {}, follows: {} });
+  assert.deepEqual(body, { likes: { [P1]: LIKE }, reposts: {}, follows: {}, blocks: {} });
 });
 
 Deno.test("viewer leaves unknown posts and accounts out", async () => {
@@ -103,6 +115,7 @@ Deno.test("viewer leaves unknown posts and accounts out", async () => {
     likes: { [P1]: LIKE },
     reposts: {},
     follows: { [ALICE]: FOLLOW },
+    blocks: {},
   });
 });
 
@@ -125,12 +138,32 @@ Deno.test("viewer answers empty maps when no uris or actors are asked about", as
   }
 });
 
+Deno.test("viewer names the viewer's newest block record of an account, and drops it when deleted", async () => {
+  using h = seed();
+  const BLOCK = uriOf(VIEWER, COLLECTION_BLOCK, "3kblock000032");
+  h.apply(
+    blockOp(VIEWER, "3kblock000022", BOB),
+    blockOp(VIEWER, "3kblock000032", BOB),
+    blockOp(BOB, "3kbobblock022", VIEWER),
+  );
+  const path = viewerPath(VIEWER, { actors: [ALICE, BOB] });
+  assert.deepEqual((await h.request(path)).body.blocks, { [BOB]: BLOCK });
+  // Bob's block of the viewer is Bob's record, not the viewer's.
+  const bobs = await h.request(viewerPath(BOB, { actors: [VIEWER] }));
+  assert.deepEqual(bobs.body.blocks, { [VIEWER]: uriOf(BOB, COLLECTION_BLOCK, "3kbobblock022") });
+  h.apply(
+    deleteOp(VIEWER, COLLECTION_BLOCK, "3kblock000032"),
+    deleteOp(VIEWER, COLLECTION_BLOCK, "3kblock000022"),
+  );
+  assert.deepEqual((await h.request(path)).body.blocks, {});
+});
+
 Deno.test("viewer names a follow row without a record key with null", async () => {
   using h = seed();
   // Rows from before follows stored their rkey; the write path no longer makes them.
   h.db.prepare("UPDATE follows SET rkey = NULL").run();
   const { body } = await h.request(viewerPath(VIEWER, { actors: [ALICE] }));
-  assert.deepEqual(body, { likes: {}, reposts: {}, follows: { [ALICE]: null } });
+  assert.deepEqual(body, { likes: {}, reposts: {}, follows: { [ALICE]: null }, blocks: {} });
 });
 
 Deno.test("viewer names the newest of two likes of one post", async () => {
@@ -146,7 +179,12 @@ Deno.test("viewer serves 100 entries of each list", async () => {
   const actors = Array.from({ length: MAX_VIEWER_ENTRIES }, (_, i) => i === 0 ? ALICE : fakeDid(i));
   const { status, body } = await h.request(viewerPath(VIEWER, { uris, actors }));
   assert.equal(status, 200);
-  assert.deepEqual(body, { likes: { [P1]: LIKE }, reposts: {}, follows: { [ALICE]: FOLLOW } });
+  assert.deepEqual(body, {
+    likes: { [P1]: LIKE },
+    reposts: {},
+    follows: { [ALICE]: FOLLOW },
+    blocks: {},
+  });
 });
 
 Deno.test("viewer needs no token while authentication is required (public)", async () => {
@@ -231,6 +269,7 @@ Deno.test("SocialClient.viewerState asks for the logged-in account without a tok
     likes: { [P1]: LIKE },
     reposts: { [P2]: REPOST },
     follows: { [ALICE]: FOLLOW },
+    blocks: {},
   });
   assert.deepEqual(await client.viewerState({}), EMPTY);
   assert.equal(sent.length, 2);

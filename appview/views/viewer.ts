@@ -1,17 +1,22 @@
 /**
- * The viewer's own likes, reposts and follows of given posts and accounts, as record URIs, so a
- * client can show them and delete the records to undo them (`GET /api/viewer`).
+ * The viewer's own likes, reposts, follows and blocks of given posts and accounts, as record URIs,
+ * so a client can show them and delete the records to undo them (`GET /api/viewer`).
  *
  * Every lookup is one index seek: likes and reposts by (subject_author, subject_rkey, actor) in
  * `likes_by_subject` / `reposts_by_subject` (which also hold the rkey, the table's key), follows
- * by their primary key (follower, subject).
+ * by their primary key (follower, subject), blocks by `blocks_by_pair` (actor, subject).
  *
  * @module
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { ViewerState } from "../../shared/client_types.ts";
-import { COLLECTION_FOLLOW, COLLECTION_LIKE, COLLECTION_REPOST } from "../../shared/nsid.ts";
+import {
+  COLLECTION_BLOCK,
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_REPOST,
+} from "../../shared/nsid.ts";
 import { actorIdSql } from "../db/schema.ts";
 import { postKeyOf } from "../db/post_key.ts";
 
@@ -27,6 +32,7 @@ export class ViewerView {
   readonly #like: StatementSync;
   readonly #repost: StatementSync;
   readonly #follow: StatementSync;
+  readonly #block: StatementSync;
 
   constructor(db: DatabaseSync) {
     this.#actorId = db.prepare("SELECT id FROM actors WHERE did = ?");
@@ -41,17 +47,23 @@ export class ViewerView {
     this.#follow = db.prepare(
       `SELECT rkey FROM follows WHERE follower = ?1 AND subject = ${actorIdSql("?2")}`,
     );
+    // Two block records of one account: the newest is named (deleting it leaves the other).
+    this.#block = db.prepare(
+      `SELECT rkey FROM blocks WHERE actor = ?1 AND subject = ${actorIdSql("?2")}
+         ORDER BY rkey DESC LIMIT 1`,
+    );
   }
 
   /**
    * The like and repost records of `viewerDid` for the posts `query.uris`, and its follow
-   * records of `query.actors`; a post or actor is absent when there is none. A URI that names
+   * and block records of `query.actors`; a post or actor is absent when there is none. A URI that names
    * no post (not `at://<did>/app.social.feed.post/<rkey>`) is absent too.
    */
   records(viewerDid: string, query: ViewerQuery): ViewerState {
     const likes = new Map<string, string>();
     const reposts = new Map<string, string>();
     const follows = new Map<string, string | null>();
+    const blocks = new Map<string, string>();
     const viewer = this.#actorId.get(viewerDid) as { id: number } | undefined;
     if (viewer !== undefined) {
       const uriOf = (collection: string, rkey: string) => `at://${viewerDid}/${collection}/${rkey}`;
@@ -64,6 +76,8 @@ export class ViewerView {
         if (repost !== undefined) reposts.set(uri, uriOf(COLLECTION_REPOST, repost.rkey));
       }
       for (const did of new Set(query.actors)) {
+        const block = this.#block.get(viewer.id, did) as RkeyRow | undefined;
+        if (block !== undefined) blocks.set(did, uriOf(COLLECTION_BLOCK, block.rkey));
         const follow = this.#follow.get(viewer.id, did) as { rkey: string | null } | undefined;
         if (follow === undefined) continue;
         // Rows from before follows stored their record key have none: followed, not undoable.
@@ -75,6 +89,7 @@ export class ViewerView {
       likes: Object.fromEntries(likes),
       reposts: Object.fromEntries(reposts),
       follows: Object.fromEntries(follows),
+      blocks: Object.fromEntries(blocks),
     };
   }
 }

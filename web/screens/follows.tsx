@@ -21,9 +21,13 @@ export function Follows(props: { actor: string; list: "followers" | "following" 
   const did = who.status === "ok" ? who.data.did : null;
   const list = usePaged<ActorProfile>(async (cursor) => {
     if (did === null || did === "") return { items: [], cursor: null };
-    const page = await app.client[props.list](did, { cursor: cursor ?? undefined, limit: 30 });
+    const page = await app.client[props.list](did, {
+      cursor: cursor ?? undefined,
+      limit: 30,
+      viewerDid: app.session?.did,
+    });
     return { items: page.profiles, cursor: page.cursor };
-  }, [did, props.list]);
+  }, [did, props.list, app.session?.did]);
   const title = props.list === "followers" ? "Followers" : "Following";
   const name = who.status === "ok"
     ? who.data.display_name?.trim() || showHandle(who.data.handle)

@@ -1,14 +1,15 @@
 /**
  * A profile by handle or by DID (spec 2.4, 4.2 rule 3): banner, avatar, name, description,
- * counts, follow/unfollow, the latest posts, and links to the follower lists. Placeholder handles
- * (spec 2.1) are shown as they are.
+ * counts, follow/unfollow, block/unblock (a public record, spec 2.14) and mute/unmute (private to
+ * the member, spec 4.2 rule 11), the latest posts, and links to the follower lists. Placeholder
+ * handles (spec 2.1) are shown as they are.
  *
  * @module
  */
 
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import type { Profile } from "../../shared/client.ts";
+import type { Profile, SocialClient } from "../../shared/client.ts";
 import { Avatar, isPlaceholder, showHandle } from "../components/avatar.tsx";
 import { PostCard } from "../components/post_card.tsx";
 import { useViewerState } from "../components/post_list.tsx";
@@ -20,17 +21,27 @@ import { useApp } from "../state.ts";
 /** Most posts a profile response carries (spec 2.4). */
 const PROFILE_POSTS = 50;
 
-/** Loads a profile by DID or by handle. */
+/**
+ * Loads a profile by DID or by handle, as the logged-in viewer sees it: no posts when either
+ * blocks the other (spec 4.2 rule 10).
+ */
 export function loadProfile(app: ReturnType<typeof useApp>, actor: string): Promise<Profile> {
-  return actor.startsWith("did:") ? app.client.profileByDid(actor) : app.client.profile(actor);
+  const viewerDid = app.session?.did;
+  return actor.startsWith("did:")
+    ? app.client.profileByDid(actor, viewerDid)
+    : app.client.profile(actor, viewerDid);
 }
 
 /** The profile screen. */
 export function ProfileScreen(props: { actor: string }): JSX.Element {
   const app = useApp();
-  const [state, reload] = useLoad(() => loadProfile(app, props.actor), [props.actor]);
+  const [state, reload, set] = useLoad(() => loadProfile(app, props.actor), [
+    props.actor,
+    app.session?.did,
+  ]);
   const posts = state.status === "ok" ? state.data.posts : [];
   const viewer = useViewerState(posts);
+  const [blocked, setBlocked] = useState(false);
   if (state.status === "loading") return <Loading label="Loading profile…" />;
   if (state.status === "error") return <ErrorBox message={state.error} retry={reload} />;
   const p = state.data;
@@ -63,7 +74,17 @@ export function ProfileScreen(props: { actor: string }): JSX.Element {
           <div class="profile-actions">
             {app.session?.did === p.did
               ? <a class="button secondary" href="/settings/profile">Edit profile</a>
-              : app.session && <FollowButton did={p.did} name={name} />}
+              : app.session && (
+                <>
+                  <FollowButton did={p.did} name={name} />
+                  <SafetyButtons
+                    did={p.did}
+                    name={name}
+                    onBlocked={setBlocked}
+                    onChange={() => loadProfile(app, props.actor).then(set, () => reload())}
+                  />
+                </>
+              )}
           </div>
         </div>
         <h1 class="profile-name">{name}</h1>
@@ -90,7 +111,11 @@ export function ProfileScreen(props: { actor: string }): JSX.Element {
         {p.posts.length === 0
           ? (
             <Empty>
-              <p>No posts yet.</p>
+              <p>
+                {blocked
+                  ? `You blocked ${name}: you do not see each other's posts.`
+                  : "No posts yet."}
+              </p>
             </Empty>
           )
           : p.posts.map((post) => (
@@ -160,5 +185,126 @@ function FollowButton(props: { did: string; name: string }): JSX.Element {
       </button>
       {error && <p class="inline-error" role="alert">{error}</p>}
     </>
+  );
+}
+
+/** Whether the logged-in member has muted `did`: the member's mutes, paged (spec 4.2 rule 11). */
+async function isMuted(client: SocialClient, did: string): Promise<boolean> {
+  let cursor: string | undefined;
+  do {
+    const page = await client.mutes({ cursor, limit: 100 });
+    if (page.profiles.some((p) => p.did === did)) return true;
+    cursor = page.cursor ?? undefined;
+  } while (cursor !== undefined);
+  return false;
+}
+
+/** Waits (about 3 s at most) until the index reports the block of `did` as `blocked`. */
+async function blockIndexed(client: SocialClient, did: string, blocked: boolean): Promise<void> {
+  const until = Date.now() + 3000;
+  while (Date.now() < until) {
+    const v = await client.viewerState({ actors: [did] }).catch(() => null);
+    if (v === null || (did in v.blocks) === blocked) return;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+/**
+ * Block/unblock and mute/unmute, from the viewer's block record (`/api/viewer`) and mute list
+ * (`/api/mutes`); `onBlocked` hears the block state, `onChange` reads the profile again (in place) once the index has the change.
+ */
+function SafetyButtons(props: {
+  did: string;
+  name: string;
+  onBlocked: (blocked: boolean) => void;
+  onChange: () => void;
+}): JSX.Element {
+  const app = useApp();
+  const guard = useSessionGuard();
+  const [block, setBlock] = useState<string | null | undefined>(undefined);
+  const [muted, setMuted] = useState<boolean | undefined>(undefined);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let live = true;
+    setBlock(undefined);
+    setMuted(undefined);
+    const fail = (err: unknown) => live && !guard(err) && setError(errorText(err));
+    app.client.viewerState({ actors: [props.did] }).then(
+      (v) => {
+        if (!live) return;
+        setBlock(v.blocks[props.did] ?? null);
+        props.onBlocked(props.did in v.blocks);
+      },
+      fail,
+    );
+    isMuted(app.client, props.did).then((m) => live && setMuted(m), fail);
+    return () => {
+      live = false;
+    };
+  }, [props.did]);
+
+  async function run(action: () => Promise<void>): Promise<void> {
+    setBusy(true);
+    setError(null);
+    try {
+      await action();
+    } catch (err) {
+      if (!guard(err)) setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const toggleBlock = () =>
+    run(async () => {
+      if (block) {
+        await app.client.unblock(block);
+        await blockIndexed(app.client, props.did, false);
+        setBlock(null);
+        props.onBlocked(false);
+      } else {
+        const created = await app.client.block(props.did);
+        await blockIndexed(app.client, props.did, true);
+        setBlock(created.uri);
+        props.onBlocked(true);
+      }
+      props.onChange();
+    });
+  const toggleMute = () =>
+    run(async () => {
+      if (muted) await app.client.unmute(props.did);
+      else await app.client.mute(props.did);
+      setMuted(!muted);
+    });
+
+  return (
+    <div class="safety-actions">
+      <button
+        type="button"
+        class="button small secondary"
+        aria-pressed={muted === true}
+        title={muted
+          ? `Unmute ${props.name}`
+          : `Mute ${props.name}: their posts leave your timeline`}
+        disabled={busy || muted === undefined}
+        onClick={toggleMute}
+      >
+        {muted === undefined ? "…" : muted ? "Unmute" : "Mute"}
+      </button>
+      <button
+        type="button"
+        class="button small secondary danger"
+        aria-pressed={typeof block === "string"}
+        title={block
+          ? `Unblock ${props.name}`
+          : `Block ${props.name}: you no longer see each other`}
+        disabled={busy || block === undefined}
+        onClick={toggleBlock}
+      >
+        {block === undefined ? "…" : block ? "Unblock" : "Block"}
+      </button>
+      {error && <p class="inline-error" role="alert">{error}</p>}
+    </div>
   );
 }

@@ -23,9 +23,10 @@ export function Search(): JSX.Element {
   const loc = useLocation();
   const q = (loc.query.q ?? "").trim();
   const [draft, setDraft] = useState(q);
+  const viewerDid = app.session?.did;
   const [state, reload] = useLoad(
-    () => (q === "" ? Promise.resolve(null) : app.client.search(q, SEARCH_LIMIT)),
-    [q],
+    () => (q === "" ? Promise.resolve(null) : app.client.search(q, SEARCH_LIMIT, viewerDid)),
+    [q, viewerDid],
   );
   const posts = state.status === "ok" && state.data ? state.data.posts : [];
   const viewer = useViewerState(posts);
