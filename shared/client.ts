@@ -225,6 +225,26 @@ export class SocialClient {
     });
   }
 
+  /**
+   * Asks to delete the logged-in account (`com.atproto.server.requestAccountDelete`, spec 4.1
+   * rule 13): with no email to send it by, the answer holds the token (15 minutes).
+   */
+  requestAccountDelete(): Promise<{ token: string }> {
+    return this.#authed(this.#pds, "POST", "/xrpc/com.atproto.server.requestAccountDelete", {});
+  }
+
+  /**
+   * Deletes the logged-in account for good (`com.atproto.server.deleteAccount`) with its password
+   * and the token of {@link requestAccountDelete}, then forgets the session.
+   */
+  async deleteAccount(password: string, token: string): Promise<void> {
+    const { did } = await this.#session.require();
+    await this.#call(this.#pds, "POST", "/xrpc/com.atproto.server.deleteAccount", {
+      body: { did, password, token },
+    });
+    await this.#session.set(null);
+  }
+
   // --- account host writes ---
 
   /** Creates a post (optionally a reply, with an embed). */

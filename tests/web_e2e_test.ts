@@ -5,7 +5,9 @@
  * text, the timeline, like, reply, the unread badge, notifications, the thread, a profile
  * edit seen by the other member, an access token that expires mid-session (refreshed once, the
  * action succeeds), a failed refresh (back to login, with the reason), a session surviving a
- * reload, hostile text shown as text, search, delete. Every main screen is checked with axe-core
+ * reload, hostile text shown as text, search, delete, block and mute from a profile (and unmute
+ * in Settings), a password change, an app password created and revoked, and account deletion.
+ * Every main screen is checked with axe-core
  * and captured to `screenshots/` in both colour schemes at 360 and 1280 px.
  */
 
@@ -684,12 +686,23 @@ Deno.test({
       await go(a, `${base}/`, "Home");
       await waitUntil(a, `document.querySelector(".state.empty, article.post")`);
       assert.equal(await a.evaluate(`!!${postWith(postText)}`), false);
-      await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
-      await a.waitForSelector(`${mute}[aria-pressed="true"]:not([disabled])`, { timeout: TIMEOUT });
-      await a.click(mute);
-      await a.waitForSelector(`${mute}[aria-pressed="false"]:not([disabled])`, {
-        timeout: TIMEOUT,
-      });
+      // The settings screen lists B among the muted accounts; unmuting there brings B back.
+      await clickLink(a, "/settings");
+      await heading(a, "Settings");
+      await waitUntil(a, `document.querySelector('[aria-label="Muted accounts"] li')`);
+      assert.match(
+        await textOf(a, `document.querySelector('[aria-label="Muted accounts"]')`),
+        /@bob\.test/,
+      );
+      await waitUntil(a, `!document.querySelector(".state.loading")`);
+      await capture(a, "settings");
+      await a.evaluate(`document.querySelector("#mutes-title").scrollIntoView()`);
+      await screenshotAll(a, "settings-mutes");
+      await a.click('[aria-label="Muted accounts"] li button');
+      await waitUntil(
+        a,
+        `document.querySelector("#mutes-title").parentElement.querySelector(".state.empty")?.textContent === "You have not muted anyone."`,
+      );
       await go(a, `${base}/`, "Home");
       await waitUntil(a, postWith(postText));
     });
@@ -701,6 +714,95 @@ Deno.test({
       await a.click("button.nav-logout");
       await heading(a, "Log in");
       assert.equal(await a.evaluate(`localStorage.getItem("social.session")`), null);
+    });
+
+    const NEW_PASSWORD_B = "bob-new-password-34";
+    await t.step(
+      "B changes the password in Settings (a wrong current one is refused) and logs in with the new one",
+      async () => {
+        await go(b, `${base}/`, "Home");
+        await clickLink(b, "/settings");
+        await heading(b, "Settings");
+        await fill(b, "#password-current", "not-the-password");
+        await fill(b, "#password-new", NEW_PASSWORD_B);
+        await b.click('[aria-labelledby="password-title"] button[type=submit]');
+        await waitUntil(
+          b,
+          `document.querySelector('[aria-labelledby="password-title"] [role="alert"]')`,
+        );
+        assert.equal(
+          await textOf(
+            b,
+            `document.querySelector('[aria-labelledby="password-title"] [role="alert"]')`,
+          ),
+          "Current password is wrong",
+        );
+        await fill(b, "#password-current", PASSWORD_B);
+        await b.click('[aria-labelledby="password-title"] button[type=submit]');
+        await waitUntil(
+          b,
+          `document.querySelector('[aria-labelledby="password-title"] .notice')?.textContent === "Your password is changed."`,
+        );
+        await b.click("button.nav-logout");
+        await heading(b, "Log in");
+        await fill(b, "#login-identifier", "bob.test");
+        await fill(b, "#login-password", PASSWORD_B);
+        await b.click("form button[type=submit]");
+        await waitUntil(b, `document.querySelector('[role="alert"]')`);
+        await fill(b, "#login-password", NEW_PASSWORD_B);
+        await b.click("form button[type=submit]");
+        await heading(b, "Home");
+      },
+    );
+
+    await t.step("B creates an app password, sees it once, and revokes it", async () => {
+      await go(b, `${base}/settings`, "Settings");
+      const part = `document.querySelector('[aria-labelledby="app-passwords-title"]')`;
+      await waitUntil(b, `${part}.querySelector(".state.empty")`);
+      await fill(b, "#app-password-name", "Other app");
+      await b.click('[aria-labelledby="app-passwords-title"] button[type=submit]');
+      await waitUntil(b, `${part}.querySelector("code.secret")`);
+      assert.match(
+        await textOf(b, `${part}.querySelector("code.secret")`),
+        /^[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}$/i,
+      );
+      await waitUntil(b, `document.querySelector('[aria-label="App passwords"] li')`);
+      assert.match(
+        await textOf(b, `document.querySelector('[aria-label="App passwords"] li')`),
+        /Other app/,
+      );
+      await capture(b, "settings-app-password");
+      await b.click('button[aria-label="Revoke Other app"]');
+      await waitUntil(
+        b,
+        `${part}.querySelector(".state.empty") && !${part}.querySelector("code.secret")`,
+      );
+    });
+
+    await t.step("B deletes the account and ends on the login screen, saying so", async () => {
+      await go(b, `${base}/settings`, "Settings");
+      const part = `document.querySelector('[aria-labelledby="delete-title"]')`;
+      await waitUntil(b, `${part}.querySelector("button")`);
+      await b.click('[aria-labelledby="delete-title"] button');
+      await b.waitForSelector("#delete-token", { timeout: TIMEOUT });
+      assert.match(
+        await b.$eval("#delete-token", (el) => (el as unknown as { value: string }).value),
+        /^[a-z0-9]{5}-[a-z0-9]{5}$/i,
+      );
+      await fill(b, "#delete-password", NEW_PASSWORD_B);
+      await b.evaluate(`document.querySelector("#delete-title").scrollIntoView()`);
+      await capture(b, "settings-delete");
+      await b.click('[aria-labelledby="delete-title"] button[type=submit]');
+      await heading(b, "Log in");
+      assert.equal(
+        await textOf(b, `document.querySelector(".notice")`),
+        "Your account is deleted.",
+      );
+      assert.equal(await b.evaluate(`localStorage.getItem("social.session")`), null);
+      await fill(b, "#login-identifier", "bob.test");
+      await fill(b, "#login-password", NEW_PASSWORD_B);
+      await b.click("form button[type=submit]");
+      await waitUntil(b, `document.querySelector('[role="alert"]')`);
     });
 
     assert.deepEqual(dialogs, [], "no page opened an alert or prompt");

@@ -11,7 +11,7 @@ import { LocationProvider, Route, Router, useLocation } from "preact-iso";
 import type { Post, Session, SocialClient } from "../shared/client.ts";
 import { profilePath } from "./components/avatar.tsx";
 import { Composer } from "./components/composer.tsx";
-import { BellIcon, HomeIcon, SearchIcon, UserIcon } from "./components/icons.tsx";
+import { BellIcon, GearIcon, HomeIcon, SearchIcon, UserIcon } from "./components/icons.tsx";
 import { PostCard } from "./components/post_card.tsx";
 import { Empty } from "./components/states.tsx";
 import type { WebConfig } from "./config.ts";
@@ -24,6 +24,7 @@ import { Login } from "./screens/login.tsx";
 import { Notifications } from "./screens/notifications.tsx";
 import { ProfileScreen } from "./screens/profile.tsx";
 import { Search } from "./screens/search.tsx";
+import { Settings } from "./screens/settings.tsx";
 import { Signup } from "./screens/signup.tsx";
 import { Thread } from "./screens/thread.tsx";
 import { AppContext, type AppState, useApp } from "./state.ts";
@@ -114,6 +115,7 @@ function Shell(props: AppProps): JSX.Element {
           <Route path="/signup" component={Signup} />
           <Route path="/search" component={Search} />
           <Route path="/notifications" component={session ? Notifications : Login} />
+          <Route path="/settings" component={session ? Settings : Login} />
           <Route path="/settings/profile" component={session ? EditProfile : Login} />
           <Route
             path="/profile/:actor"
@@ -177,6 +179,11 @@ function Header(): JSX.Element {
               >
                 <UserIcon />
                 <span class="nav-label">Profile</span>
+              </a>
+              {/* The gear alone, at every width: the header has no room for one more word. */}
+              <a href="/settings" aria-current={current("/settings")} title="Settings">
+                <GearIcon />
+                <span class="visually-hidden">Settings</span>
               </a>
               <button type="button" class="link-button nav-logout" onClick={() => app.signedOut()}>
                 Log out

@@ -5,17 +5,20 @@
  * @module
  */
 
-import type { JSX } from "preact";
+import type { ComponentChildren, JSX } from "preact";
 import type { ActorProfile } from "../../shared/client.ts";
 import { ActorName, Avatar } from "./avatar.tsx";
 
-/** One actor card. */
-export function ActorCard(props: { actor: ActorProfile }): JSX.Element {
+/** One actor card; `children` (an action about the account) go at its end. */
+export function ActorCard(
+  props: { actor: ActorProfile; children?: ComponentChildren },
+): JSX.Element {
   const a = props.actor;
   return (
     <li class="actor-card">
       <Avatar did={a.did} cid={a.avatar_cid} name={a.display_name || a.handle} />
       <ActorName did={a.did} handle={a.handle} displayName={a.display_name} />
+      {props.children}
     </li>
   );
 }
