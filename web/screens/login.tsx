@@ -7,6 +7,7 @@
 
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
+import { TextField } from "../components/text_field.tsx";
 import { errorText } from "../hooks.ts";
 import { useApp } from "../state.ts";
 
@@ -35,9 +36,9 @@ export function Login(): JSX.Element {
       <h1 class="screen-title">Log in</h1>
       {app.notice && <p class="notice" role="status">{app.notice}</p>}
       <form class="form" onSubmit={submit} aria-busy={busy}>
-        <label for="login-identifier">Handle</label>
-        <input
+        <TextField
           id="login-identifier"
+          label="Handle"
           type="text"
           autoComplete="username"
           autoCapitalize="none"
@@ -45,16 +46,16 @@ export function Login(): JSX.Element {
           required
           value={identifier}
           placeholder="alice.test"
-          onInput={(e) => setIdentifier((e.target as HTMLInputElement).value)}
+          onValue={setIdentifier}
         />
-        <label for="login-password">Password</label>
-        <input
+        <TextField
           id="login-password"
+          label="Password"
           type="password"
           autoComplete="current-password"
           required
           value={password}
-          onInput={(e) => setPassword((e.target as HTMLInputElement).value)}
+          onValue={setPassword}
         />
         {error && <p class="inline-error" role="alert">{error}</p>}
         <button type="submit" class="button" disabled={busy}>

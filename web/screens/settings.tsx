@@ -11,12 +11,9 @@ import { useState } from "preact/hooks";
 import type { ActorProfile, AppPasswordCreated } from "../../shared/client.ts";
 import { ActorCard } from "../components/actor_card.tsx";
 import { Empty, ErrorBox, Loading } from "../components/states.tsx";
+import { MAX_PASSWORD, MIN_PASSWORD, TextField } from "../components/text_field.tsx";
 import { errorText, useLoad, usePaged, useSessionGuard } from "../hooks.ts";
 import { useApp } from "../state.ts";
-
-/** Shortest and longest password the account host takes (`pds/accounts/password.ts`). */
-const MIN_PASSWORD = 8;
-const MAX_PASSWORD = 256;
 
 /** Runs `fn` with busy and error state; a lost session logs out. */
 function useAction(): {
@@ -87,30 +84,27 @@ function ChangePassword(): JSX.Element {
     <section class="settings-part" aria-labelledby="password-title">
       <h2 id="password-title" class="section-title">Password</h2>
       <form class="form" onSubmit={submit} aria-busy={action.busy}>
-        <label for="password-current">Current password</label>
-        <input
+        <TextField
           id="password-current"
+          label="Current password"
           type="password"
           autoComplete="current-password"
           required
           value={current}
-          onInput={(e) => setCurrent((e.target as HTMLInputElement).value)}
+          onValue={setCurrent}
         />
-        <label for="password-new">New password</label>
-        <input
+        <TextField
           id="password-new"
+          label="New password"
           type="password"
           autoComplete="new-password"
           required
           minLength={MIN_PASSWORD}
           maxLength={MAX_PASSWORD}
           value={next}
-          aria-describedby="password-new-hint"
-          onInput={(e) => setNext((e.target as HTMLInputElement).value)}
+          onValue={setNext}
+          hint={`At least ${MIN_PASSWORD} characters. Your other logins end; this one stays.`}
         />
-        <p id="password-new-hint" class="hint">
-          At least {MIN_PASSWORD} characters. Your other logins end; this one stays.
-        </p>
         {action.error && <p class="inline-error" role="alert">{action.error}</p>}
         {done && <p class="notice" role="status">Your password is changed.</p>}
         <button type="submit" class="button" disabled={action.busy}>
@@ -193,15 +187,15 @@ function AppPasswords(): JSX.Element {
         </div>
       )}
       <form class="form inline-form" onSubmit={submit} aria-busy={action.busy}>
-        <label for="app-password-name">Name of the new app password</label>
-        <input
+        <TextField
           id="app-password-name"
+          label="Name of the new app password"
           type="text"
           required
           maxLength={64}
           value={name}
           placeholder="My other app"
-          onInput={(e) => setName((e.target as HTMLInputElement).value)}
+          onValue={setName}
         />
         {action.error && <p class="inline-error" role="alert">{action.error}</p>}
         <button type="submit" class="button" disabled={action.busy}>Create app password</button>
@@ -305,25 +299,24 @@ function DeleteAccount(): JSX.Element {
         )
         : (
           <form class="form" onSubmit={submit} aria-busy={action.busy}>
-            <label for="delete-token">Confirmation code</label>
-            <input
+            <TextField
               id="delete-token"
+              label="Confirmation code"
               type="text"
               required
               autoComplete="off"
               value={token}
-              aria-describedby="delete-token-hint"
-              onInput={(e) => setToken((e.target as HTMLInputElement).value)}
+              onValue={setToken}
+              hint="Valid for 15 minutes."
             />
-            <p id="delete-token-hint" class="hint">Valid for 15 minutes.</p>
-            <label for="delete-password">Your password</label>
-            <input
+            <TextField
               id="delete-password"
+              label="Your password"
               type="password"
               autoComplete="current-password"
               required
               value={password}
-              onInput={(e) => setPassword((e.target as HTMLInputElement).value)}
+              onValue={setPassword}
             />
             {action.error && <p class="inline-error" role="alert">{action.error}</p>}
             <div class="form-row">

@@ -8,11 +8,9 @@
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
 import { ErrorBox, Loading } from "../components/states.tsx";
+import { MIN_PASSWORD, TextField } from "../components/text_field.tsx";
 import { errorText, useLoad } from "../hooks.ts";
 import { useApp } from "../state.ts";
-
-/** Shortest password the account host takes (`pds/accounts/password.ts`). */
-const MIN_PASSWORD = 8;
 
 /** The sign-up screen. */
 export function Signup(): JSX.Element {
@@ -91,33 +89,29 @@ export function Signup(): JSX.Element {
           Your handle will be{" "}
           {name.trim() ? <strong>@{handleOf(name)}</strong> : `a name ending in ${suffix}`}.
         </p>
-        <label for="signup-password">Password</label>
-        <input
+        <TextField
           id="signup-password"
+          label="Password"
           type="password"
           autoComplete="new-password"
           required
           minLength={MIN_PASSWORD}
           value={password}
-          aria-describedby="signup-password-hint"
-          onInput={(e) => setPassword((e.target as HTMLInputElement).value)}
+          onValue={setPassword}
+          hint={`At least ${MIN_PASSWORD} characters.`}
         />
-        <p id="signup-password-hint" class="hint">At least {MIN_PASSWORD} characters.</p>
         {needsInvite && (
           <>
-            <label for="signup-invite">Invite code</label>
-            <input
+            <TextField
               id="signup-invite"
+              label="Invite code"
               type="text"
               autoComplete="off"
               required
               value={invite}
-              aria-describedby="signup-invite-hint"
-              onInput={(e) => setInvite((e.target as HTMLInputElement).value)}
+              onValue={setInvite}
+              hint="This server needs an invite: ask its operator for a code."
             />
-            <p id="signup-invite-hint" class="hint">
-              This server needs an invite: ask its operator for a code.
-            </p>
           </>
         )}
         {error && <p class="inline-error" role="alert">{error}</p>}
