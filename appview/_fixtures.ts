@@ -178,3 +178,46 @@ export function openTestIndex(opts: { fixedClock?: boolean; batchSize?: number }
     [Symbol.dispose]: () => db.close(),
   };
 }
+
+/**
+ * The little world of the member-safety view tests (blocks, inactive accounts): four accounts
+ * (Dave follows nobody, for the cold-start timeline), their follows, posts, a reply chain across
+ * accounts (Bob replies to Alice, Carol to Bob) and Bob's like of Alice's post.
+ */
+export function safetyWorld(): {
+  ALICE: string;
+  BOB: string;
+  CAROL: string;
+  DAVE: string;
+  A1: string;
+  B1: string;
+  BR: string;
+  CR: string;
+  C1: string;
+  ops: IndexOp[];
+} {
+  const [ALICE, BOB, CAROL, DAVE] = ["alice", "bob", "carol", "dave"].map(didOf);
+  const A1 = uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaa22");
+  const B1 = uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbb22");
+  const BR = uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbc22");
+  const CR = uriOf(CAROL, COLLECTION_POST, "3kccccccccc22");
+  const C1 = uriOf(CAROL, COLLECTION_POST, "3kcccccccce22");
+  const ops: IndexOp[] = [
+    handleOp(ALICE, "alice.test"),
+    handleOp(BOB, "bob.test"),
+    handleOp(CAROL, "carol.test"),
+    handleOp(DAVE, "dave.test"),
+    followOp(ALICE, "3kfollow00022", BOB),
+    followOp(ALICE, "3kfollow00122", CAROL),
+    followOp(BOB, "3kfollow00222", ALICE),
+    followOp(CAROL, "3kfollow00322", ALICE),
+    followOp(CAROL, "3kfollow00422", BOB),
+    postOp(ALICE, "3kaaaaaaaaa22", "a post by alice"),
+    postOp(BOB, "3kbbbbbbbbb22", "a post by bob"),
+    postOp(BOB, "3kbbbbbbbbc22", "a reply post by bob", { parent: A1 }),
+    postOp(CAROL, "3kccccccccc22", "a reply post by carol", { parent: BR, root: A1 }),
+    postOp(CAROL, "3kcccccccce22", "a post by carol"),
+    likeOp(BOB, "3klike0000022", A1),
+  ];
+  return { ALICE, BOB, CAROL, DAVE, A1, B1, BR, CR, C1, ops };
+}

@@ -6,49 +6,21 @@
  */
 
 import assert from "node:assert/strict";
-import { COLLECTION_BLOCK, COLLECTION_POST } from "../../shared/nsid.ts";
-import {
-  blockOp,
-  deleteOp,
-  didOf,
-  followOp,
-  handleOp,
-  likeOp,
-  postOp,
-  uriOf,
-} from "../_fixtures.ts";
+import { COLLECTION_BLOCK } from "../../shared/nsid.ts";
+import { blockOp, deleteOp, likeOp, safetyWorld } from "../_fixtures.ts";
 import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
 import { createViews } from "../views/views.ts";
 
-const ALICE = didOf("alice"); // the blocker
-const BOB = didOf("bob"); // blocked by Alice
-const CAROL = didOf("carol"); // neither
-const DAVE = didOf("dave"); // follows nobody: the cold-start timeline
-const A1 = uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaa22");
-const B1 = uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbb22");
-const BR = uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbc22"); // Bob's reply to A1
-const CR = uriOf(CAROL, COLLECTION_POST, "3kccccccccc22"); // Carol's reply to BR
-const C1 = uriOf(CAROL, COLLECTION_POST, "3kcccccccce22"); // Carol's post
+// ALICE the blocker; BOB blocked by Alice; CAROL neither; DAVE follows nobody: the cold-start
+// timeline; BR Bob's reply to A1; CR Carol's reply to BR; C1 Carol's post.
+const WORLD = safetyWorld();
+const { ALICE, BOB, CAROL, DAVE, A1, B1, BR, CR, C1 } = WORLD;
 const BLOCK = "3kblock000022";
 
 function seed(): QueryHarness {
   const h = openQueryHarness({ stepMs: 1000 });
   h.apply(
-    handleOp(ALICE, "alice.test"),
-    handleOp(BOB, "bob.test"),
-    handleOp(CAROL, "carol.test"),
-    handleOp(DAVE, "dave.test"),
-    followOp(ALICE, "3kfollow00022", BOB),
-    followOp(ALICE, "3kfollow00122", CAROL),
-    followOp(BOB, "3kfollow00222", ALICE),
-    followOp(CAROL, "3kfollow00322", ALICE),
-    followOp(CAROL, "3kfollow00422", BOB),
-    postOp(ALICE, "3kaaaaaaaaa22", "a post by alice"),
-    postOp(BOB, "3kbbbbbbbbb22", "a post by bob"),
-    postOp(BOB, "3kbbbbbbbbc22", "a reply post by bob", { parent: A1 }),
-    postOp(CAROL, "3kccccccccc22", "a reply post by carol", { parent: BR, root: A1 }),
-    postOp(CAROL, "3kcccccccce22", "a post by carol"),
-    likeOp(BOB, "3klike0000022", A1),
+    ...WORLD.ops,
     likeOp(ALICE, "3klike0000122", B1),
   );
   return h;
