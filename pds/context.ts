@@ -76,10 +76,21 @@ export interface PdsContext {
   repos: RepoService;
   /** Verified access tokens, until their expiry (`auth/access.ts`). */
   accessTokens: AccessTokenCache;
+  /** The accounts' statuses, read once and kept (`accounts/account_status.ts`). */
+  accountStatuses: AccountStatuses;
   /** Bound on concurrent repository exports (`sync.getRepo`). */
   exportGate: ConcurrencyGate;
   /** The running commit stream; set by `startStreamServices`, null before and after. */
   stream: StreamServices | null;
+}
+
+/**
+ * The statuses of the accounts (`AccountStatusCache` of `accounts/account_status.ts`; null: no
+ * such account), told to forget one when it changes.
+ */
+export interface AccountStatuses {
+  get(did: string): Promise<"active" | "takendown" | "deactivated" | null>;
+  invalidate(did: string): void;
 }
 
 /** What `requireAccess()` stores for the handlers: the authenticated account. */

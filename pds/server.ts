@@ -6,6 +6,7 @@
  * @module
  */
 
+import { AccountStatusCache } from "./accounts/account_status.ts";
 import type { Hono } from "hono";
 import { deriveP256KeyPair } from "../shared/keys.ts";
 import { importSigningKey, importVerifyKey } from "../shared/jwt.ts";
@@ -78,6 +79,7 @@ export async function createPdsContext(opts: {
       signer: commitSigner(),
     }),
     accessTokens: new Map(),
+    accountStatuses: new AccountStatusCache(kv),
     exportGate: createExportGate(),
     stream: null,
   };

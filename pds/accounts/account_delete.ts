@@ -97,6 +97,7 @@ export async function deleteAccount(
   }
   if (ctx.now() >= stored.expiresAt) throw new TokenError("ExpiredToken", "Token is expired");
   const event = await purgeAccount(ctx.kv, input.did, ctx.now());
+  ctx.accountStatuses.invalidate(input.did);
   if (event === null) throw new TokenError("InvalidToken", "Token is invalid");
   ctx.log.info("account deleted", { did: input.did, by: "member" });
   return event;

@@ -14,7 +14,7 @@
  */
 
 import type { Logger } from "../../shared/log.ts";
-import { commitFrame, readEventBodies, readHeadSeq } from "./event_log.ts";
+import { commitFrame, isStoredFrame, readEventBodies, readHeadSeq } from "./event_log.ts";
 import type { FrameCache } from "./frame_cache.ts";
 import type { SequencedCommit, Sequencer } from "./sequencer.ts";
 
@@ -32,6 +32,11 @@ export interface BroadcasterOptions {
   pollMs?: number;
   /** Where each built frame is also put, for stored replay to share. */
   frames?: FrameCache;
+  /**
+   * Called with every event stored as a whole frame (`#account`, `#identity`) as it is broadcast,
+   * whether this process or another wrote it, subscribers or not.
+   */
+  onStoredFrame?: (frame: Uint8Array) => void;
 }
 
 const DEFAULT_POLL_MS = 25;
@@ -44,6 +49,7 @@ export class Broadcaster {
   readonly #sequencer: Sequencer;
   readonly #pollMs: number;
   readonly #frames: FrameCache | null;
+  readonly #onStoredFrame: ((frame: Uint8Array) => void) | null;
   readonly #subscribers = new Set<LiveSubscriber>();
   /** In-process events not yet broadcast (ahead of a seq another process wrote). */
   readonly #pending = new Map<number, Uint8Array>();
@@ -65,6 +71,7 @@ export class Broadcaster {
     this.#sequencer = opts.sequencer;
     this.#pollMs = opts.pollMs ?? DEFAULT_POLL_MS;
     this.#frames = opts.frames ?? null;
+    this.#onStoredFrame = opts.onStoredFrame ?? null;
   }
 
   /** Starts listening: in-process commits first, then the current head, then the poll. */
@@ -187,6 +194,13 @@ export class Broadcaster {
 
   #emit(seq: number, body: Uint8Array): void {
     this.#lastSeq = seq;
+    if (this.#onStoredFrame !== null && isStoredFrame(body)) {
+      try {
+        this.#onStoredFrame(body);
+      } catch (err) {
+        this.#log.warn("stored frame listener failed", { error: err });
+      }
+    }
     if (this.#subscribers.size === 0) return; // nobody listening: no frame to build
     const frame = commitFrame(body);
     this.#framesEncoded++;

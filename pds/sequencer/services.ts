@@ -7,6 +7,8 @@
  * @module
  */
 
+import { decodeFrame } from "../../shared/frame.ts";
+import { ACCOUNT_FRAME_TYPE } from "./account_events.ts";
 import { getAccount } from "../accounts/accounts.ts";
 import type { PdsContext, StreamServices } from "../context.ts";
 import { Broadcaster } from "./broadcast.ts";
@@ -38,6 +40,14 @@ export async function startStreamServices(
     sequencer: ctx.sequencer,
     pollMs: opts.pollMs,
     frames,
+    // A status change, also one another process made (the operator's CLI), ends what the
+    // account status cache knew of the account.
+    onStoredFrame: (frame) => {
+      const { header, body } = decodeFrame(frame);
+      if (header.t === ACCOUNT_FRAME_TYPE && typeof body.did === "string") {
+        ctx.accountStatuses.invalidate(body.did);
+      }
+    },
   });
   const limits: Partial<StreamLimits> = {
     maxBufferedBytes: ctx.config.streamMaxBufferedBytes,

@@ -34,9 +34,8 @@ export async function refuseInactiveAccount(
   did: string,
   path: string,
 ): Promise<void> {
-  const account = await getAccount(ctx.kv, did);
-  if (account === null) return; // the route answers for a missing account
-  const status = accountStatus(account);
+  const status = await ctx.accountStatuses.get(did);
+  if (status === null) return; // the route answers for a missing account
   if (status === "takendown") throw takendownError(did);
   if (status === "deactivated" && !DEACTIVATED_ALLOWED.has(path)) {
     throw new XrpcError(401, "AccountDeactivated", `Account is deactivated: ${did}`);
@@ -50,9 +49,8 @@ export function takendownError(did: string): XrpcError {
 
 /** Refuses the repository of an inactive account on the sync endpoints (400). */
 export async function refuseInactiveRepo(ctx: PdsContext, did: string): Promise<void> {
-  const account = await getAccount(ctx.kv, did);
-  if (account === null) return; // the endpoint answers RepoNotFound as before
-  const status = accountStatus(account);
+  const status = await ctx.accountStatuses.get(did);
+  if (status === null) return; // the endpoint answers RepoNotFound as before
   if (status === "takendown") {
     throw new XrpcError(400, "RepoTakendown", `Repo has been taken down: ${did}`);
   }
@@ -73,6 +71,7 @@ export function accountStateRoutes(ctx: PdsContext): Hono<PdsEnv> {
   const change = (status: AccountStatus) => async (c: { get(k: "auth"): { did: string } }) => {
     const { did } = c.get("auth");
     const result = await setAccountStatus(ctx.kv, did, { status, by: "member", nowMs: ctx.now() });
+    ctx.accountStatuses.invalidate(did);
     if (!result.changed && result.reason === "takendown") throw takendownError(did);
     if (!result.changed && result.reason === "unknown") {
       throw new XrpcError(400, "InvalidToken", `Token subject has no account: ${did}`);
