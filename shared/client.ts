@@ -425,6 +425,13 @@ export class SocialClient {
     });
   }
 
+  /** Whether the logged-in account muted `did` (private, spec 4.2 rule 11). */
+  isMuted(did: string): Promise<{ muted: boolean }> {
+    return this.#authed(this.#appview, "GET", `/api/mutes/${encodeURIComponent(did)}`, {
+      query: async () => ({ did: (await this.#session.require()).did }),
+    });
+  }
+
   /** Mutes `did` for the logged-in account (private; not a record, the index keeps it). */
   mute(did: string): Promise<MuteResult> {
     return this.#authed(this.#appview, "POST", "/api/mutes", {

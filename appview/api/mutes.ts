@@ -5,6 +5,8 @@
  *   mute first;
  * - `POST /api/mutes` (JSON `{did, subject}`): `{ok: true, muted}` (`muted` false when it
  *   already was);
+ * - `GET /api/mutes/<subject DID>` (`did`): `{muted}`, whether the member muted that account (what
+ *   a profile's Mute button shows, without paging the list);
  * - `DELETE /api/mutes/<subject DID>` (`did`): `{ok: true, removed}`.
  *
  * @module
@@ -40,6 +42,11 @@ export function muteRoutes(ctx: AppviewContext, views: Views, guard: PrivateGuar
       throw invalidRequest(`Mute list is full: at most ${MAX_MUTES} accounts`);
     }
     return c.json({ ok: true, muted });
+  });
+  app.get("/api/mutes/:subject", guard.middleware, (c) => {
+    const did = subjectParam(c, guard);
+    const subject = checkDid(c.req.param("subject"), "subject");
+    return c.json({ muted: views.safety.muted(did, subject) });
   });
   app.delete("/api/mutes/:subject", guard.middleware, (c) => {
     const did = subjectParam(c, guard);

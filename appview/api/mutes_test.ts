@@ -76,8 +76,14 @@ function mute(h: QueryHarness, subject: string, did = ALICE) {
 Deno.test("a muted account leaves the member's timeline and notifications only, until unmuted", async () => {
   using h = seed();
   assert.deepEqual(await views(h), UNMUTED);
+  const isMuted = async (subject: string, did = ALICE) =>
+    (await h.request(`/api/mutes/${subject}?did=${did}`)).body;
+  assert.deepEqual(await isMuted(CAROL), { muted: false });
 
   assert.deepEqual((await mute(h, CAROL)).body, { ok: true, muted: true });
+  assert.deepEqual(await isMuted(CAROL), { muted: true });
+  assert.deepEqual(await isMuted(DAVE), { muted: false });
+  assert.deepEqual(await isMuted(ALICE, CAROL), { muted: false }, "a mute is one-sided");
   assert.deepEqual((await mute(h, CAROL)).body, { ok: true, muted: false });
   assert.deepEqual(await views(h), {
     ...UNMUTED,
@@ -95,6 +101,7 @@ Deno.test("a muted account leaves the member's timeline and notifications only, 
   assert.deepEqual(removed.body, { ok: true, removed: true });
   const again = await h.request(`/api/mutes/${CAROL}?did=${ALICE}`, { method: "DELETE" });
   assert.deepEqual(again.body, { ok: true, removed: false });
+  assert.deepEqual(await isMuted(CAROL), { muted: false });
   assert.deepEqual(await views(h), UNMUTED);
 });
 

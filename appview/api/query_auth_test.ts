@@ -36,6 +36,7 @@ const PRIVATE: Record<string, Call> = {
     path: () => "/api/mutes",
     init: (did) => ({ method: "POST", body: JSON.stringify({ did, subject: MUTED }) }),
   },
+  muted: { path: (did) => `/api/mutes/${MUTED}?did=${did}` },
   unmute: { path: (did) => `/api/mutes/${MUTED}?did=${did}`, init: () => ({ method: "DELETE" }) },
 };
 
@@ -122,6 +123,7 @@ Deno.test("private endpoints serve the token's subject with a valid token", asyn
     seen: { ok: true, updated: 0 },
     mutes: { profiles: [], cursor: null },
     mute: { ok: true, muted: true },
+    muted: { muted: true },
     unmute: { ok: true, removed: true },
   };
   for (const [name, call] of Object.entries(PRIVATE)) {

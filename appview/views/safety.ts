@@ -69,6 +69,7 @@ export class SafetyView {
   readonly #unmute: StatementSync;
   readonly #muteCount: StatementSync;
   readonly #mutes: StatementSync;
+  readonly #isMuted: StatementSync;
 
   constructor(db: DatabaseSync) {
     this.#blocked = db.prepare(
@@ -91,6 +92,9 @@ export class SafetyView {
        FROM mutes m JOIN actors x ON x.id = m.subject LEFT JOIN profiles a ON a.did = x.did
        WHERE m.actor = ${actorIdSql("?1")} AND (m.created_at, m.subject) < (?2, ?3)
        ORDER BY m.created_at DESC, m.subject DESC LIMIT ?4`,
+    );
+    this.#isMuted = db.prepare(
+      `SELECT ${mutedSql(actorIdSql("?1"), actorIdSql("?2"))} AS v`,
     );
   }
 
@@ -122,6 +126,11 @@ export class SafetyView {
     this.#intern.run(did);
     this.#intern.run(subjectDid);
     return this.#mute.run(did, subjectDid, now).changes === 1;
+  }
+
+  /** Whether `did` has muted `subjectDid` (one primary-key lookup). */
+  muted(did: string, subjectDid: string): boolean {
+    return (this.#isMuted.get(did, subjectDid) as { v: number }).v === 1;
   }
 
   /** Unmutes; true when `subjectDid` was muted. */

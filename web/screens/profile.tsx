@@ -188,17 +188,6 @@ function FollowButton(props: { did: string; name: string }): JSX.Element {
   );
 }
 
-/** Whether the logged-in member has muted `did`: the member's mutes, paged (spec 4.2 rule 11). */
-async function isMuted(client: SocialClient, did: string): Promise<boolean> {
-  let cursor: string | undefined;
-  do {
-    const page = await client.mutes({ cursor, limit: 100 });
-    if (page.profiles.some((p) => p.did === did)) return true;
-    cursor = page.cursor ?? undefined;
-  } while (cursor !== undefined);
-  return false;
-}
-
 /** Waits (about 3 s at most) until the index reports the block of `did` as `blocked`. */
 async function blockIndexed(client: SocialClient, did: string, blocked: boolean): Promise<void> {
   const until = Date.now() + 3000;
@@ -210,8 +199,8 @@ async function blockIndexed(client: SocialClient, did: string, blocked: boolean)
 }
 
 /**
- * Block/unblock and mute/unmute, from the viewer's block record (`/api/viewer`) and mute list
- * (`/api/mutes`); `onBlocked` hears the block state, `onChange` reads the profile again (in place) once the index has the change.
+ * Block/unblock and mute/unmute, from the viewer's block record (`/api/viewer`) and mute state
+ * (`/api/mutes/<did>`); `onBlocked` hears the block state, `onChange` reads the profile again (in place) once the index has the change.
  */
 function SafetyButtons(props: {
   did: string;
@@ -238,7 +227,7 @@ function SafetyButtons(props: {
       },
       fail,
     );
-    isMuted(app.client, props.did).then((m) => live && setMuted(m), fail);
+    app.client.isMuted(props.did).then((m) => live && setMuted(m.muted), fail);
     return () => {
       live = false;
     };
