@@ -351,6 +351,14 @@ Deno.test({
           `(dispatchEvent(new Event("focus")), document.querySelector('a[href="/notifications"]')?.textContent === "Notifications3 unread")`,
         );
         assert.equal(await textOf(b, `document.querySelector(".badge")`), "3 unread");
+        // Where the label shows, the badge sits after it, not over it.
+        const overlap = `(() => {
+          const label = document.querySelector('a[href="/notifications"] .nav-label').getBoundingClientRect();
+          const badge = document.querySelector(".badge").getBoundingClientRect();
+          return badge.left < label.right && label.left < badge.right;
+        })()`;
+        assert.equal(await b.evaluate(overlap), false);
+        await capture(b, "unread-badge");
         await clickLink(b, "/notifications");
         await heading(b, "Notifications");
         await waitUntil(b, `document.querySelectorAll("li.notification").length === 3`);
