@@ -12,6 +12,13 @@
  * it was first built with (`schema1`): a newer schema upgrades the cached file in place through
  * its migrations when the run opens it, so schema changes need no rebuild.
  *
+ * Blocks and mutes (spec 4.2 rules 10-11) are added to the run's copy, not to the cached file: each
+ * viewer blocks {@link BLOCKS_PER_VIEWER} accounts (half of them accounts it follows, so the
+ * timeline filter meets them), is blocked by as many, and mutes {@link MUTES_PER_VIEWER} accounts
+ * it follows. The timeline and notifications read with those rows present, and profile, thread and
+ * search are measured a second time with `viewerDid` (the `+viewer` rows), which applies the block
+ * filter to every post they return.
+ *
  * The run copies the cached file, serves the real app (`createAppviewApp`, authentication off:
  * token checks are measured by `auth_bench.ts`) with `Deno.serve` on port 0, and applies 1,000
  * ops/s (posts, likes, follows) through `applyOps` in a worker with its own connection, as the
@@ -28,6 +35,7 @@ import { actorIdSql } from "../../appview/db/schema.ts";
 import { DatabaseSync } from "node:sqlite";
 import { silentLogger } from "../../shared/log.ts";
 import {
+  COLLECTION_BLOCK,
   COLLECTION_FOLLOW,
   COLLECTION_LIKE,
   COLLECTION_POST,
@@ -54,6 +62,8 @@ const VIEWERS = 50;
 const FOLLOWS_PER_VIEWER = 2_000;
 const LIKES_PER_VIEWER = 1_000;
 const VOCABULARY = 5_000;
+const BLOCKS_PER_VIEWER = 50;
+const MUTES_PER_VIEWER = 50;
 const REQUESTS = 2_000;
 const WARMUP = 200;
 
@@ -248,6 +258,44 @@ function upgradeInPlace(path: string): void {
   }
 }
 
+/**
+ * Blocks both ways and mutes for every viewer (see the module comment), through the write path
+ * (blocks are records) and the mute list (private, written by `/api/mutes` only).
+ */
+function seedSafety(db: DatabaseSync, random: () => number): void {
+  const writer = new IndexWriter(db, { now: () => new Date(Date.parse(CREATED_AT)) });
+  const views = createViews(db);
+  const follows = db.prepare(
+    `SELECT x.did FROM follows f JOIN actors x ON x.id = f.subject
+     WHERE f.follower = ${actorIdSql("?")} LIMIT ?`,
+  );
+  const ops: IndexOp[] = [];
+  for (let v = 0; v < VIEWERS; v++) {
+    const viewer = userDid(viewerIndex(v));
+    const followed = (follows.all(viewer, BLOCKS_PER_VIEWER / 2 + MUTES_PER_VIEWER) as {
+      did: string;
+    }[]).map((r) => r.did);
+    const blocked = followed.slice(0, BLOCKS_PER_VIEWER / 2);
+    while (blocked.length < BLOCKS_PER_VIEWER) blocked.push(userDid(Math.floor(random() * USERS)));
+    blocked.forEach((subject, k) => {
+      ops.push(record(viewer, COLLECTION_BLOCK, `b${k.toString(36)}`, {
+        subject,
+        createdAt: CREATED_AT,
+      }, k));
+      // Blocked by as many: the other direction of the filter.
+      const blocker = userDid(Math.floor(random() * USERS));
+      ops.push(record(blocker, COLLECTION_BLOCK, `bv${v}x${k.toString(36)}`, {
+        subject: viewer,
+        createdAt: CREATED_AT,
+      }, k));
+    });
+    for (const subject of followed.slice(BLOCKS_PER_VIEWER / 2)) {
+      views.safety.mute(viewer, subject, CREATED_AT);
+    }
+  }
+  writer.applyOps(ops);
+}
+
 interface Workload {
   name: string;
   budgetMs: number;
@@ -276,6 +324,14 @@ function workloads(db: DatabaseSync, random: () => number): Workload[] {
     "SELECT uri FROM posts WHERE parent_uri IS NOT NULL AND id % 97 = 0 LIMIT 5000",
   ).all() as { uri: string }[]).map((r) => r.uri);
   const repeat = (f: () => string) => Array.from({ length: REQUESTS + WARMUP }, f);
+  const searchPath = () => {
+    const q = random() < 0.5
+      ? word(Math.floor(VOCABULARY * random() ** 2))
+      : `${word(Math.floor(300 * random()))} ${word(Math.floor(VOCABULARY * random()))}`;
+    return `/api/search?q=${encodeURIComponent(q)}`;
+  };
+  const asViewer = (path: string) =>
+    `${path}${path.includes("?") ? "&" : "?"}viewerDid=${pick(viewers)}`;
   return [
     { name: "timeline", budgetMs: 10, paths: timeline },
     {
@@ -289,16 +345,18 @@ function workloads(db: DatabaseSync, random: () => number): Workload[] {
       budgetMs: 10,
       paths: repeat(() => `/api/notifications?did=${pick(viewers)}`),
     },
+    { name: "search", budgetMs: 50, paths: repeat(searchPath) },
     {
-      name: "search",
-      budgetMs: 50,
-      paths: repeat(() => {
-        const q = random() < 0.5
-          ? word(Math.floor(VOCABULARY * random() ** 2))
-          : `${word(Math.floor(300 * random()))} ${word(Math.floor(VOCABULARY * random()))}`;
-        return `/api/search?q=${encodeURIComponent(q)}`;
-      }),
+      name: "profile+viewer",
+      budgetMs: 10,
+      paths: repeat(() => asViewer(`/api/profile/${handleOf(Math.floor(random() * USERS))}`)),
     },
+    {
+      name: "thread+viewer",
+      budgetMs: 10,
+      paths: repeat(() => asViewer(`/api/thread/${pick(replies)}`)),
+    },
+    { name: "search+viewer", budgetMs: 50, paths: repeat(() => asViewer(searchPath())) },
   ];
 }
 
@@ -383,6 +441,7 @@ export async function benchQueries(): Promise<BenchResult[]> {
   let server: Deno.HttpServer<Deno.NetAddr> | null = null;
   let ingestRate = 0;
   try {
+    seedSafety(db, rng(7));
     const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
     const ctx = createAppviewContext({ config, db, log: silentLogger });
     const app = createAppviewApp(ctx, { verifier: null });
