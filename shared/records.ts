@@ -4,6 +4,10 @@
  * them. Validation never throws and never changes the record: a valid record is returned as the
  * same object, so unknown embed types survive byte-for-byte.
  *
+ * Only the collections {@link hasRecordSchema} names have a schema here. The account host stores
+ * records of any other collection without this validation (`validationStatus: "unknown"`,
+ * docs/behaviour.md 4.1 rule 14); the index does not index them.
+ *
  * Bounds, so hostile input stays cheap: post text at most {@link MAX_POST_GRAPHEMES} graphemes
  * and {@link MAX_POST_BYTES} UTF-8 bytes; display name {@link MAX_DISPLAY_NAME_GRAPHEMES} and
  * description {@link MAX_DESCRIPTION_GRAPHEMES} graphemes (byte bounds: 50 bytes per grapheme,
@@ -151,8 +155,22 @@ const CHECKS: ReadonlyMap<string, Check> = new Map<string, Check>([
 ]);
 
 /**
+ * Whether `collection` has a schema here (the `app.social.*` records the service writes and
+ * indexes), so {@link validateRecord} can check its records.
+ *
+ * @example
+ * ```ts
+ * hasRecordSchema("app.social.feed.post"); // true
+ * hasRecordSchema("com.example.thing"); // false
+ * ```
+ */
+export function hasRecordSchema(collection: string): boolean {
+  return CHECKS.has(collection);
+}
+
+/**
  * Validates a record of `collection` in lex JSON form. `$type`, when present, must equal the
- * collection; unknown collections are refused. Never throws.
+ * collection; a collection without a schema ({@link hasRecordSchema}) is refused. Never throws.
  *
  * @example
  * ```ts
@@ -167,15 +185,29 @@ export function validateRecord(collection: string, record: unknown): RecordValid
     return { ok: false, reason: `Record is not an object: ${show(record)}` };
   }
   try {
-    if (record.$type !== undefined && record.$type !== collection) {
-      return { ok: false, reason: `Record $type is not ${collection}: ${show(record.$type)}` };
-    }
-    const reason = check(record);
+    const reason = checkRecordType(collection, record) ?? check(record);
     return reason === null ? { ok: true, value: record } : { ok: false, reason };
   } catch (e) {
     // A getter or proxy in hostile input; it must not escape.
     return { ok: false, reason: `Record could not be read: ${show(String(e))}` };
   }
+}
+
+/**
+ * The rule every record follows, whatever its collection (with or without a schema): `$type`,
+ * when present, equals the collection. Returns why not, or null.
+ *
+ * @example
+ * ```ts
+ * checkRecordType("com.example.thing", { $type: "com.example.other" }); // 'Record $type is not ...'
+ * ```
+ */
+export function checkRecordType(
+  collection: string,
+  record: Record<string, unknown>,
+): string | null {
+  if (record.$type === undefined || record.$type === collection) return null;
+  return `Record $type is not ${collection}: ${show(record.$type)}`;
 }
 
 function checkPost(r: Fields): string | null {

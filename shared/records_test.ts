@@ -12,9 +12,12 @@ import {
   EMBED_IMAGES,
   EMBED_RECORD,
   EMBED_RECORD_WITH_MEDIA,
+  SOCIAL_COLLECTIONS,
 } from "./nsid.ts";
 import {
+  checkRecordType,
   countGraphemes,
+  hasRecordSchema,
   MAX_EMBED_JSON_LENGTH,
   MAX_POST_GRAPHEMES,
   validateRecord,
@@ -324,5 +327,22 @@ Deno.test("validateRecord refuses unknown collections and hostile values without
   assert.equal(
     reasonOf(COLLECTION_POST, post({ embed: deep })),
     "Embed is 2600017 characters as JSON, over the 20000 limit",
+  );
+});
+
+Deno.test("hasRecordSchema names the app.social collections; checkRecordType holds for any collection", () => {
+  for (const c of SOCIAL_COLLECTIONS) assert.equal(hasRecordSchema(c), true, c);
+  for (const c of ["com.example.thing", "app.social.graph.list", "app.bsky.feed.post"]) {
+    assert.equal(hasRecordSchema(c), false, c);
+  }
+  assert.equal(checkRecordType("com.example.thing", {}), null);
+  assert.equal(checkRecordType("com.example.thing", { $type: "com.example.thing" }), null);
+  assert.equal(
+    checkRecordType("com.example.thing", { $type: "com.example.other" }),
+    'Record $type is not com.example.thing: "com.example.other"',
+  );
+  assert.equal(
+    checkRecordType("com.example.thing", { $type: 7 }),
+    "Record $type is not com.example.thing: 7",
   );
 });

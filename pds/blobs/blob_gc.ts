@@ -156,7 +156,7 @@ interface RecordRefs {
 
 function recordRefs(entry: Deno.KvEntry<{ bytes: Uint8Array }>): RecordRefs {
   const [, did, collection, rkey] = entry.key as string[];
-  const keys = blobsOf(entry.value.bytes).map((cid) =>
+  const keys = blobsOf(collection, entry.value.bytes).map((cid) =>
     blobRefKey(did, cid, `${collection}/${rkey}`)
   );
   return { entry, keys };
@@ -215,9 +215,9 @@ async function reread(kv: Deno.Kv, records: RecordRefs[]): Promise<RecordRefs[]>
 }
 
 /** The distinct blob CIDs a stored record block references. */
-function blobsOf(bytes: Uint8Array): string[] {
+function blobsOf(collection: string, bytes: Uint8Array): string[] {
   try {
-    return [...new Set(findBlobRefs(decodeCbor(bytes)).map((b) => b.cid))];
+    return [...new Set(findBlobRefs(collection, decodeCbor(bytes)).map((b) => b.cid))];
   } catch {
     return []; // an undecodable block references nothing we could serve anyway
   }

@@ -9,6 +9,7 @@
 
 import { CID, formatCid } from "../../shared/cid.ts";
 import { BLOB_TYPE } from "../../shared/nsid.ts";
+import { hasRecordSchema } from "../../shared/records.ts";
 import { blobMetaKey } from "../store/keys.ts";
 import { RepoError } from "../repo/errors.ts";
 import type { BlobMeta } from "./blob_store.ts";
@@ -23,6 +24,8 @@ export interface FoundBlob {
   size: number;
   /** Where in the record, for messages (`avatar`, `embed.images[0].image`). */
   path: string;
+  /** The field must hold an image (an image field of a record with a schema). */
+  image: boolean;
 }
 
 /** A referenced blob's stored metadata with its versionstamp (for the commit's check). */
@@ -37,33 +40,45 @@ const IMAGE_FIELDS = new Set(["avatar", "banner", "image", "thumb"]);
 /** `getMany` reads at most 10 keys. */
 const READ_BATCH = 10;
 
-/** Every blob reference in a record value (IPLD form: refs are CIDs), in document order. */
-export function findBlobRefs(value: unknown): FoundBlob[] {
+/**
+ * Every blob reference in a record of `collection` (IPLD form: refs are CIDs), in document order.
+ * In a collection without a schema here (docs/behaviour.md 4.1 rule 14), as on the reference
+ * account host, only objects typed `$type: "blob"` are blobs (an untyped `{ref}` may be anything
+ * in another application's record), and no field must hold an image.
+ */
+export function findBlobRefs(collection: string, value: unknown): FoundBlob[] {
   const found: FoundBlob[] = [];
-  walk(value, "", found);
+  walk(value, "", { found, schemaless: !hasRecordSchema(collection) });
   return found;
 }
 
-function walk(value: unknown, path: string, found: FoundBlob[]): void {
+function walk(
+  value: unknown,
+  path: string,
+  into: { found: FoundBlob[]; schemaless: boolean },
+): void {
   if (value === null || typeof value !== "object" || value instanceof Uint8Array) return;
   if (value instanceof CID) return;
   if (Array.isArray(value)) {
-    value.forEach((v, i) => walk(v, `${path}[${i}]`, found));
+    value.forEach((v, i) => walk(v, `${path}[${i}]`, into));
     return;
   }
   const obj = value as Record<string, unknown>;
-  // Record validation also accepts a reference without `$type` (spec 2.3 gives it as optional
-  // when read): it is a blob all the same, checked and indexed like a typed one.
-  if (obj.ref instanceof CID && (obj.$type === BLOB_TYPE || obj.$type === undefined)) {
-    found.push({
+  // The validation of a record with a schema also accepts a reference without `$type` (spec 2.3
+  // gives it as optional when read): it is a blob all the same, checked and indexed like a typed
+  // one.
+  const typed = obj.$type === BLOB_TYPE || (obj.$type === undefined && !into.schemaless);
+  if (obj.ref instanceof CID && typed) {
+    into.found.push({
       cid: formatCid(obj.ref),
       mimeType: typeof obj.mimeType === "string" ? obj.mimeType : "",
       size: typeof obj.size === "number" ? obj.size : -1,
       path,
+      image: !into.schemaless && IMAGE_FIELDS.has(path.slice(path.lastIndexOf(".") + 1)),
     });
     return;
   }
-  for (const [k, v] of Object.entries(obj)) walk(v, path === "" ? k : `${path}.${k}`, found);
+  for (const [k, v] of Object.entries(obj)) walk(v, path === "" ? k : `${path}.${k}`, into);
 }
 
 /**
@@ -115,8 +130,7 @@ export async function checkBlobRefs(
         `Blob ${blob.cid} at ${blob.path} is ${stored.size} bytes, not ${blob.size}`,
       );
     }
-    const field = blob.path.slice(blob.path.lastIndexOf(".") + 1);
-    if (IMAGE_FIELDS.has(field) && !stored.mimeType.startsWith("image/")) {
+    if (blob.image && !stored.mimeType.startsWith("image/")) {
       throw new RepoError(
         "InvalidMimeType",
         `Blob ${blob.cid} at ${blob.path} must be an image, not ${stored.mimeType}`,

@@ -3,13 +3,21 @@
  * record keys, checks swaps, overlays profile updates (spec 4.1 rule 3), validates and encodes
  * the records, and finds the blobs they reference and the uploads they newly reference.
  *
+ * A record of a collection with a schema (`app.social.*`, `hasRecordSchema`) is always validated
+ * against it, whatever the `validate` flag says: the index relies on it. Any other collection
+ * under a valid NSID is stored without it, as on the reference account host (docs/behaviour.md
+ * 4.1 rule 14): `validationStatus` `"unknown"`, nothing with `validate: false`, and 400
+ * `InvalidRequest` with `validate: true`. The data-model checks apply to every record: `$type`
+ * equal to the collection, lex JSON the codec can encode (nesting, integers, links, bytes,
+ * blobs), the size limit, and blob references that exist as uploaded.
+ *
  * @module
  */
 
 import { type CID, encodeBlock, formatCid } from "../../shared/cid.ts";
 import type { TidGenerator } from "../../shared/tid.ts";
 import { COLLECTION_PROFILE, PROFILE_RKEY } from "../../shared/nsid.ts";
-import { validateRecord } from "../../shared/records.ts";
+import { checkRecordType, hasRecordSchema, validateRecord } from "../../shared/records.ts";
 import { isValidNsid, isValidRecordKey } from "../../shared/syntax.ts";
 import { formatAtUri } from "../../shared/at_uri.ts";
 import { fromLexJsonObject, LexJsonError, toLexJson } from "../../shared/lex_json.ts";
@@ -27,9 +35,19 @@ import { RepoError } from "./errors.ts";
 import { MAX_BLOBS_PER_COMMIT, MAX_RECORD_BYTES } from "./commit_limits.ts";
 import type { StoredRecord } from "./repo_root.ts";
 
+/**
+ * The caller's `validate` flag (lexicon validation): absent validates what has a schema here and
+ * stores the rest as `"unknown"`; true refuses a collection without one; false asks for none
+ * (records with a schema are validated all the same).
+ */
+export type ValidateFlag = boolean | undefined;
+
+/** What a write's record was validated as; absent when the caller asked for no validation. */
+export type ValidationStatus = "valid" | "unknown";
+
 /** One write of {@link RepoService.applyWrites}; records are in lex JSON form. */
 export type RepoWrite =
-  | { action: "create"; collection: string; rkey?: string; record: unknown }
+  | { action: "create"; collection: string; rkey?: string; record: unknown; validate?: boolean }
   | {
     action: "update";
     collection: string;
@@ -37,6 +55,7 @@ export type RepoWrite =
     record: unknown;
     /** Absent: no check; null: the record must not exist; a CID: the current record CID. */
     swapRecord?: string | null;
+    validate?: boolean;
   }
   | { action: "delete"; collection: string; rkey: string; swapRecord?: string | null };
 
@@ -46,6 +65,8 @@ export interface WriteResult {
   uri: string;
   /** The record CID; null for deletes. */
   cid: string | null;
+  /** Creates and updates: what the record was validated as (absent for `validate: false`). */
+  validationStatus?: ValidationStatus;
 }
 
 /** One write as the commit applies it: its record encoded, its blob references resolved. */
@@ -112,7 +133,7 @@ export async function prepareWrites(
       }
     }
     const stored = prev ? await readRecordValue(kv, did, source, w.collection, rkey, prev) : null;
-    const storedBlobs = findBlobRefs(stored);
+    const storedBlobs = findBlobRefs(w.collection, stored);
     if (w.action === "delete") {
       results.push({ action: "delete", uri, cid: null });
       if (prev) {
@@ -140,11 +161,16 @@ export async function prepareWrites(
       const current = stored === null ? null : toLexJson(stored) as Record<string, unknown>;
       record = overlayProfile(current, record);
     }
-    const { block, value } = encodeRecord(w.collection, record);
+    const { block, value, validationStatus } = encodeRecord(w.collection, record, w.validate);
     const cid = formatCid(block.cid);
-    results.push({ action: prev ? "update" : "create", uri, cid });
+    results.push({
+      action: prev ? "update" : "create",
+      uri,
+      cid,
+      ...(validationStatus === undefined ? {} : { validationStatus }),
+    });
     if (prev && prev.equals(block.cid)) continue;
-    const blobs = findBlobRefs(value);
+    const blobs = findBlobRefs(w.collection, value);
     // A blob the previous version referenced alike is not checked again: the update of a
     // profile's description must not fail on the avatar it keeps.
     const kept = new Set(storedBlobs.map(blobIdentity));
@@ -207,6 +233,9 @@ export function checkWriteShape(w: RepoWrite): void {
     if (r === null || typeof r !== "object" || Array.isArray(r)) {
       throw new RepoError("InvalidRecord", "Record is not an object");
     }
+    if (w.validate !== undefined && typeof w.validate !== "boolean") {
+      throw new RepoError("InvalidRequest", `Invalid validate: ${JSON.stringify(w.validate)}`);
+    }
   }
 }
 
@@ -255,16 +284,19 @@ function blobRefChanges(blobs: FoundBlob[], previous: FoundBlob[]): BlobRefChang
   };
 }
 
-/** Validates a lex JSON record, fills `$type`, and encodes it as a block (with its value). */
+/**
+ * Validates a lex JSON record (against its schema when it has one), fills `$type`, and encodes
+ * it as a block (with its value and what it was validated as).
+ */
 function encodeRecord(
   collection: string,
   record: Record<string, unknown>,
-): { block: Block; value: Record<string, unknown> } {
-  const checked = validateRecord(collection, record);
-  if (!checked.ok) throw new RepoError("InvalidRecord", checked.reason);
+  validate: ValidateFlag,
+): { block: Block; value: Record<string, unknown>; validationStatus?: ValidationStatus } {
+  const validationStatus = validateLexicon(collection, record, validate);
   let value: Record<string, unknown>;
   try {
-    value = fromLexJsonObject({ ...checked.value, $type: collection });
+    value = fromLexJsonObject({ ...record, $type: collection });
   } catch (e) {
     if (e instanceof LexJsonError) throw new RepoError("InvalidRecord", e.message);
     throw e;
@@ -281,5 +313,25 @@ function encodeRecord(
       `Record is ${block.bytes.length} bytes, over the ${MAX_RECORD_BYTES} byte limit`,
     );
   }
-  return { block, value };
+  return { block, value, ...(validationStatus === undefined ? {} : { validationStatus }) };
+}
+
+/** The lexicon validation of one record as the `validate` flag asks (module comment). */
+function validateLexicon(
+  collection: string,
+  record: Record<string, unknown>,
+  validate: ValidateFlag,
+): ValidationStatus | undefined {
+  if (hasRecordSchema(collection)) {
+    const checked = validateRecord(collection, record);
+    if (!checked.ok) throw new RepoError("InvalidRecord", checked.reason);
+    return "valid";
+  }
+  const wrongType = checkRecordType(collection, record);
+  if (wrongType !== null) throw new RepoError("InvalidRecord", wrongType);
+  // The reference host's words and error (InvalidRecordError answered as InvalidRequest).
+  if (validate === true) {
+    throw new RepoError("InvalidRequest", `Unknown lexicon type: ${collection}`);
+  }
+  return validate === false ? undefined : "unknown";
 }

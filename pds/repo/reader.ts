@@ -12,10 +12,10 @@ import { decodeCbor } from "../../shared/cbor.ts";
 import { type CID, formatCid, parseCid } from "../../shared/cid.ts";
 import { formatAtUri } from "../../shared/at_uri.ts";
 import { toLexJson } from "../../shared/lex_json.ts";
-import { SOCIAL_COLLECTIONS } from "../../shared/nsid.ts";
 import {
   repoRecordCollectionPrefix,
   repoRecordKey,
+  repoRecordPrefix,
   repoRootKey,
   repoRootPrefix,
 } from "../store/keys.ts";
@@ -95,15 +95,19 @@ export async function listRecords(
 
 /** Collections with at least one record (`describeRepo`). */
 export async function listCollections(kv: Deno.Kv, did: string): Promise<string[]> {
+  // Any collection may hold records (docs/behaviour.md 4.1 rule 14): one read per collection,
+  // each starting past the last one's keys (`true` sorts after every string rkey).
+  const prefix = repoRecordPrefix(did);
   const out: string[] = [];
-  for (const collection of SOCIAL_COLLECTIONS) {
-    const iter = kv.list({ prefix: repoRecordCollectionPrefix(did, collection) }, { limit: 1 });
-    for await (const _ of iter) {
-      out.push(collection);
-      break;
-    }
+  let start: Deno.KvKey | null = null;
+  while (true) {
+    const selector: Deno.KvListSelector = start === null ? { prefix } : { prefix, start };
+    const [entry] = await Array.fromAsync(kv.list(selector, { limit: 1 }));
+    if (entry === undefined) return out;
+    const collection = entry.key[prefix.length] as string;
+    out.push(collection);
+    start = [...prefix, collection, true];
   }
-  return out;
 }
 
 /**

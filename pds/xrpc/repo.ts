@@ -14,7 +14,7 @@ import { accountDidDocument } from "../../shared/did_doc.ts";
 import { requireAccess } from "../auth/access.ts";
 import { RepoError } from "../repo/errors.ts";
 import type { ApplyWritesResult } from "../repo/repository.ts";
-import type { RepoWrite } from "../repo/prepare_writes.ts";
+import type { RepoWrite, WriteResult } from "../repo/prepare_writes.ts";
 import { getRecord, listCollections, listRecords } from "../repo/reader.ts";
 import {
   BlobTooLargeError,
@@ -50,9 +50,10 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const did = await ownRepo(ctx, c, body.repo);
     const collection = requireString(body, "collection");
     const rkey = optional(body, "rkey");
+    const validate = optionalBoolean(body, "validate");
     const res = await write(
       did,
-      [{ action: "create", collection, rkey, record: body.record }],
+      [{ action: "create", collection, rkey, record: body.record, validate }],
       optional(body, "swapCommit"),
     );
     return c.json(recordWritten(res));
@@ -67,6 +68,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
       collection: requireString(body, "collection"),
       rkey: requireString(body, "rkey"),
       record: body.record,
+      validate: optionalBoolean(body, "validate"),
       ...("swapRecord" in body ? { swapRecord } : {}),
     }], optional(body, "swapCommit"));
     return c.json(recordWritten(res));
@@ -116,7 +118,8 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const body = await readJsonBody(c);
     const did = await ownRepo(ctx, c, body.repo);
     if (!Array.isArray(body.writes)) throw missing("writes");
-    const writes = body.writes.map(toRepoWrite);
+    const validate = optionalBoolean(body, "validate");
+    const writes = body.writes.map((w, i) => toRepoWrite(w, i, validate));
     const res = await write(did, writes, optional(body, "swapCommit"));
     return c.json({
       ...commitMeta(res),
@@ -125,7 +128,7 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
           $type: `${NSID}.applyWrites#${r.action}Result`,
           uri: r.uri,
           cid: r.cid,
-          validationStatus: "valid",
+          ...validationOf(r),
         }
       ),
     });
@@ -249,7 +252,7 @@ async function ownRepo(ctx: PdsContext, c: Context<PdsEnv>, repo: unknown): Prom
   return did;
 }
 
-function toRepoWrite(raw: unknown, index: number): RepoWrite {
+function toRepoWrite(raw: unknown, index: number, validate: boolean | undefined): RepoWrite {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
     throw new XrpcError(400, "InvalidRequest", `Write ${index} is not an object`);
   }
@@ -257,9 +260,15 @@ function toRepoWrite(raw: unknown, index: number): RepoWrite {
   const collection = requireString(w, "collection");
   switch (w.$type) {
     case WRITE_TYPES.create:
-      return { action: "create", collection, rkey: optional(w, "rkey"), record: w.value };
+      return { action: "create", collection, rkey: optional(w, "rkey"), record: w.value, validate };
     case WRITE_TYPES.update:
-      return { action: "update", collection, rkey: requireString(w, "rkey"), record: w.value };
+      return {
+        action: "update",
+        collection,
+        rkey: requireString(w, "rkey"),
+        record: w.value,
+        validate,
+      };
     case WRITE_TYPES.delete:
       return { action: "delete", collection, rkey: requireString(w, "rkey") };
     default:
@@ -274,7 +283,12 @@ function toRepoWrite(raw: unknown, index: number): RepoWrite {
 /** Answer of `createRecord` and `putRecord`: the one record written and the commit. */
 function recordWritten(res: ApplyWritesResult) {
   const [result] = res.results;
-  return { uri: result.uri, cid: result.cid, ...commitMeta(res), validationStatus: "valid" };
+  return { uri: result.uri, cid: result.cid, ...commitMeta(res), ...validationOf(result) };
+}
+
+/** `validationStatus` of a written record, absent when the caller asked for no validation. */
+function validationOf(result: WriteResult): { validationStatus?: string } {
+  return result.validationStatus === undefined ? {} : { validationStatus: result.validationStatus };
 }
 
 function commitMeta(res: ApplyWritesResult): { commit?: { cid: string; rev: string } } {
@@ -286,6 +300,15 @@ function optional(body: Record<string, unknown>, name: string): string | undefin
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "string") {
     throw new XrpcError(400, "InvalidRequest", `Member ${name} must be a string`);
+  }
+  return value;
+}
+
+function optionalBoolean(body: Record<string, unknown>, name: string): boolean | undefined {
+  const value = body[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "boolean") {
+    throw new XrpcError(400, "InvalidRequest", `Member ${name} must be a boolean`);
   }
   return value;
 }
