@@ -121,3 +121,64 @@ function link(value: unknown, where: string): CID | null {
   if (cid === null) throw new MstProofError(`Tree node ${where} has a bad link: ${show(value)}`);
   return cid;
 }
+
+/** One key of a tree and its value (record CID), as {@link walkMst} gives them. */
+export interface MstEntry {
+  readonly key: string;
+  readonly value: CID;
+}
+
+/**
+ * Every key of the tree rooted at `root`, in key order (a whole-repository export: the
+ * `getRepo` CAR). Every node must be in `blocks`; the keys must be strictly increasing across the
+ * whole tree (each node's entries are checked, and so is the order between nodes), so a tree
+ * whose nodes were put together from different trees is refused rather than read twice.
+ *
+ * @example
+ * ```ts
+ * for (const { key, value } of walkMst(blocks, commit.data)) console.log(key, value);
+ * ```
+ *
+ * @throws {MstProofError} when a node is missing, malformed, out of order, too deep, or the tree
+ *   has more than `maxEntries` keys
+ */
+export function* walkMst(
+  blocks: BlockMap,
+  root: CID,
+  opts: { maxEntries?: number } = {},
+): Generator<MstEntry> {
+  const maxEntries = opts.maxEntries ?? Infinity;
+  let count = 0;
+  let last: string | null = null;
+  // An explicit stack of what is left to visit: a subtree (by its link), or an entry.
+  type Item = { tree: CID; depth: number } | { entry: MstEntry };
+  const stack: Item[] = [{ tree: root, depth: 0 }];
+  while (stack.length > 0) {
+    const item = stack.pop()!;
+    if ("entry" in item) {
+      const { entry } = item;
+      if (last !== null && entry.key <= last) {
+        throw new MstProofError(`Tree keys are out of order: ${entry.key} after ${last}`);
+      }
+      last = entry.key;
+      if (++count > maxEntries) throw new MstProofError(`Tree has more than ${maxEntries} keys`);
+      yield entry;
+      continue;
+    }
+    if (item.depth >= MAX_MST_DEPTH) {
+      throw new MstProofError(`Tree is deeper than ${MAX_MST_DEPTH} levels`);
+    }
+    const where = formatCid(item.tree);
+    const bytes = blocks.get(where);
+    if (bytes === undefined) throw new MstProofError(`Blocks lack the tree node ${where}`);
+    const node = decodeNode(bytes, where);
+    const depth = item.depth + 1;
+    // Pushed in reverse, so the left subtree comes off first, then each entry and its right.
+    for (let i = node.entries.length - 1; i >= 0; i--) {
+      const e = node.entries[i];
+      if (e.right !== null) stack.push({ tree: e.right, depth });
+      stack.push({ entry: { key: e.key, value: e.value } });
+    }
+    if (node.left !== null) stack.push({ tree: node.left, depth });
+  }
+}

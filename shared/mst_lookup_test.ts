@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type CID, encodeBlock, formatCid } from "./cid.ts";
-import { lookupMstKey, MstProofError } from "./mst_lookup.ts";
+import { lookupMstKey, MstProofError, walkMst } from "./mst_lookup.ts";
 
 const enc = new TextEncoder();
 const value = (seed: string) => encodeBlock({ seed }).cid;
@@ -62,4 +62,33 @@ Deno.test("lookupMstKey refuses unsorted and malformed nodes", () => {
     const blocks = new Map([[formatCid(b.cid), b.bytes]]);
     assert.throws(() => lookupMstKey(blocks, b.cid, "c/4"), MstProofError);
   }
+});
+
+Deno.test("walkMst gives every key of the tree in order, with its value", () => {
+  const keys = [...walkMst(all, root.cid)].map((e) => [e.key, formatCid(e.value)]);
+  assert.deepEqual(
+    keys,
+    ["1", "3", "4", "5", "6", "8"].map((k) => [`c/${k}`, formatCid(value(k))]),
+  );
+});
+
+Deno.test("walkMst refuses a missing node, keys out of order across nodes, and too many keys", () => {
+  const partial = new Map(all);
+  partial.delete(formatCid(leafMid.cid));
+  assert.throws(() => [...walkMst(partial, root.cid)], {
+    name: "MstProofError",
+    message: `Blocks lack the tree node ${formatCid(leafMid.cid)}`,
+  });
+  // A right subtree holding keys that sort before its entry.
+  const early = node(null, [["c/0", value("0"), null]]);
+  const bad = node(null, [["c/3", value("3"), early.cid]]);
+  const blocks = new Map([bad, early].map((b) => [formatCid(b.cid), b.bytes] as const));
+  assert.throws(() => [...walkMst(blocks, bad.cid)], {
+    name: "MstProofError",
+    message: "Tree keys are out of order: c/0 after c/3",
+  });
+  assert.throws(() => [...walkMst(all, root.cid, { maxEntries: 5 })], {
+    name: "MstProofError",
+    message: "Tree has more than 5 keys",
+  });
 });
