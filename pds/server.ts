@@ -28,6 +28,7 @@ import {
 } from "../runtime/wal_checkpointer.ts";
 import { commitSigner } from "./repo/signer.ts";
 import { BlobSweeper } from "./blobs/blob_gc.ts";
+import { AccountDeletionFinisher } from "./accounts/account_delete.ts";
 
 /** HKDF `info` of the service signing key; changing it changes the published key. */
 export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
@@ -193,6 +194,9 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       intervalMs: opts.blobSweepIntervalMs,
     });
     sweeper.start();
+    // Deletions a killed process left half done (docs/operations.md "Operating a community").
+    const deletions = new AccountDeletionFinisher({ kv, log: ctx.log.child("accounts") });
+    deletions.start();
     app = createPdsApp(ctx);
     ctx.log.info("account host listening", {
       url,
@@ -206,6 +210,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       closing ??= (async () => {
         await stream.close();
         await sweeper.close();
+        await deletions.close();
         await server.shutdown();
         await server.finished;
         // No write is left to queue one: let a running compaction finish, drop queued ones.

@@ -24,7 +24,11 @@ import { findAccount } from "../pds/accounts/accounts.ts";
 import { listAccounts } from "../pds/accounts/account_list.ts";
 import { createResetToken } from "../pds/accounts/password_reset.ts";
 import { setAccountStatus } from "../pds/accounts/account_status.ts";
-import { purgeAccount } from "../pds/accounts/account_delete.ts";
+import {
+  finishAccountDeletion,
+  listAccountDeletions,
+  purgeAccount,
+} from "../pds/accounts/account_delete.ts";
 import {
   listReports,
   REPO_REF_TYPE,
@@ -69,7 +73,8 @@ const HELP: Record<CommandName, string> = {
   "account delete": "Deletes the account for good, as com.atproto.server.deleteAccount does " +
     "without its password or token: its repository, records, blobs, sessions and app passwords " +
     "go, its handle is free, and an #account event (active: false, status deleted) tells the " +
-    "index to remove every row of it. The invite redemption log keeps its entry.",
+    "index to remove every row of it. The invite redemption log keeps its entry. Run again " +
+    "with the DID (or the old handle) after an interrupted deletion, it finishes it.",
   "reports list": "Lists the members' reports, oldest first: id, created, status, reported by, " +
     "reason type, subject (DID or AT-URI), reason and the operator's note. Open ones only " +
     "unless --all.",
@@ -144,11 +149,24 @@ async function runCommand(
     case "account delete": {
       const account = await findAccount(kv, command.account);
       const event = account === null ? null : await purgeAccount(kv, account.did, Date.now());
-      if (account === null || event === null) {
+      if (account !== null && event !== null) {
+        io.out(`Deleted ${account.handle} (${account.did}); #account event seq ${event.seq}`);
+        return 0;
+      }
+      // A deletion interrupted after its first step: the account record is gone, the marker
+      // says what is left (docs/operations.md "Operating a community").
+      const pending = (await listAccountDeletions(kv)).find((d) =>
+        d.did === command.account || d.handle === command.account.toLowerCase()
+      );
+      const finished = pending && await finishAccountDeletion(kv, pending.did);
+      if (!finished) {
         io.err(`admin: no account ${JSON.stringify(command.account)}`);
         return 1;
       }
-      io.out(`Deleted ${account.handle} (${account.did}); #account event seq ${event.seq}`);
+      io.out(
+        `Finished deleting ${finished.handle} (${finished.did}), started ${finished.startedAt}; ` +
+          `it had left: ${finished.remaining.join(", ") || "a last check"}`,
+      );
       return 0;
     }
     case "account takedown":

@@ -5,11 +5,17 @@
  * deletes without either (`deno task admin account delete`). Only the token's SHA-256 is stored,
  * for {@link DELETE_TOKEN_TTL_MS}; a new request replaces it.
  *
- * {@link purgeAccount} first deletes the account record and its handle and sequences the
- * `#account` event `{active: false, status: "deleted"}` in one atomic operation, so from then on
- * the account cannot log in, its handle is free and its repository is not found; then every other
- * key of the DID goes in bounded atomic operations (Deno KV's per-operation limits, as compaction
- * pages its deletes). The invite redemption log (`invite_use`) and the stream's past events stay.
+ * {@link purgeAccount} first deletes the account record and its handle, sequences the
+ * `#account` event `{active: false, status: "deleted"}` and writes a durable marker of the
+ * deletion in progress ({@link AccountDeletion}: the DID, its handle and the steps left) in one
+ * atomic operation, so from then on the account cannot log in, its handle is free and its
+ * repository is not found. Then every other key of the DID goes, step by step
+ * ({@link DELETION_STEPS}), in bounded atomic operations (Deno KV's per-operation limits, as
+ * compaction pages its deletes); the marker records each finished step and goes last. A process
+ * killed in between leaves the marker: {@link finishAccountDeletion} takes over where it stopped,
+ * run by `deno task admin account delete <DID>` and by the account host at start and every hour
+ * ({@link AccountDeletionFinisher}). The invite redemption log (`invite_use`) and the stream's
+ * past events stay.
  *
  * @module
  */
@@ -17,8 +23,12 @@
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import type { PdsContext } from "../context.ts";
+import type { Logger } from "../../shared/log.ts";
+import { PeriodicTask } from "../periodic_task.ts";
 import {
   accountDeleteTokenKey,
+  accountDeletionKey,
+  accountDeletionPrefix,
   accountKey,
   accountSigningKeyKey,
   appPasswordPrefix,
@@ -103,14 +113,47 @@ export async function deleteAccount(
   return event;
 }
 
+/** A group of keys deleted in one step after the first (in this order). */
+export type DeletionStep = "credentials" | "repository" | "blobs" | "sessions";
+
+/** Every step after the first, in order. */
+export const DELETION_STEPS: readonly DeletionStep[] = Object.freeze([
+  "credentials",
+  "repository",
+  "blobs",
+  "sessions",
+]);
+
+/** An account deletion in progress (stored under `accountDeletionKey`). */
+export interface AccountDeletion {
+  did: string;
+  /** The handle the account had (free since the first step). */
+  handle: string;
+  /** When the first step was committed (ISO 8601). */
+  startedAt: string;
+  /** The steps not finished yet, in order. */
+  remaining: DeletionStep[];
+}
+
+/** Options of {@link purgeAccount} and {@link finishAccountDeletion}. */
+export interface PurgeOptions {
+  /**
+   * Called once each step is committed, the first (`"account"`) included, with the steps left:
+   * a test stops the process there to kill it at a known point.
+   */
+  onStep?: (done: "account" | DeletionStep, remaining: readonly DeletionStep[]) => unknown;
+}
+
 /**
  * Deletes the account `did` and every key of it (module comment). Resolves to its `#account`
- * event, or null when there is no such account.
+ * event, or null when there is no such account (see {@link finishAccountDeletion} for one whose
+ * deletion was interrupted).
  */
 export async function purgeAccount(
   kv: Deno.Kv,
   did: string,
   nowMs: number,
+  opts: PurgeOptions = {},
 ): Promise<AccountEvent | null> {
   const event = await commitAccountEvent(kv, {
     did,
@@ -121,21 +164,121 @@ export async function purgeAccount(
       const entry = await kv.get<Account>(accountKey(did));
       if (entry.value === null) return null;
       const handle = await kv.get<string>(handleKey(entry.value.handle));
+      const marker: AccountDeletion = {
+        did,
+        handle: entry.value.handle,
+        startedAt: new Date(nowMs).toISOString(),
+        remaining: [...DELETION_STEPS],
+      };
       return (op) => {
-        op.check(entry, handle).delete(entry.key);
+        op.check(entry, handle).delete(entry.key).set(accountDeletionKey(did), marker);
         if (handle.value === did) op.delete(handle.key);
       };
     },
   });
   if (event === null) return null;
-  await deleteKeys(kv, keysOf(kv, did));
-  // A commit in flight when the account went may have landed after the first pass.
-  await deleteKeys(kv, repoKeysOf(kv, did));
+  await opts.onStep?.("account", DELETION_STEPS);
+  await finishAccountDeletion(kv, did, opts);
   return event;
 }
 
-/** Every remaining key of `did` (the account record and handle are gone by now). */
-async function* keysOf(kv: Deno.Kv, did: string): AsyncGenerator<Deno.KvKey> {
+/**
+ * Finishes the deletion of `did` if one is in progress (its first step committed, the process
+ * doing the rest interrupted, or still at it): deletes the keys of the steps not done, then the
+ * marker. Safe to run alongside another run for the same DID (deleting is idempotent, and the
+ * marker is updated with a check). Resolves to the deletion found, null when there was none.
+ */
+export async function finishAccountDeletion(
+  kv: Deno.Kv,
+  did: string,
+  opts: PurgeOptions = {},
+): Promise<AccountDeletion | null> {
+  let entry = await kv.get<AccountDeletion>(accountDeletionKey(did));
+  const found = entry.value;
+  while (entry.value !== null && entry.value.remaining.length > 0) {
+    const [step, ...rest] = entry.value.remaining;
+    await deleteKeys(kv, stepKeys(kv, did, step));
+    const next = { ...entry.value, remaining: rest };
+    const res = await kv.atomic().check(entry).set(entry.key, next).commit();
+    if (res.ok) {
+      entry = { ...entry, value: next, versionstamp: res.versionstamp };
+      await opts.onStep?.(step, rest);
+    } else {
+      entry = await kv.get<AccountDeletion>(accountDeletionKey(did)); // another run moved on
+    }
+  }
+  if (entry.value === null) return found; // another run finished it
+  // A commit or an upload in flight when the account went may have landed after its step.
+  await deleteKeys(kv, stepKeys(kv, did, "repository"));
+  await deleteKeys(kv, stepKeys(kv, did, "blobs"));
+  await kv.atomic().check(entry).delete(entry.key).commit();
+  return found;
+}
+
+/** The account deletions in progress (at most `limit`, by DID). */
+export async function listAccountDeletions(
+  kv: Deno.Kv,
+  limit = 1000,
+): Promise<AccountDeletion[]> {
+  const out: AccountDeletion[] = [];
+  for await (const e of kv.list<AccountDeletion>({ prefix: accountDeletionPrefix() }, { limit })) {
+    out.push(e.value);
+  }
+  return out;
+}
+
+/**
+ * Finishes every account deletion in progress (the account host at start and every
+ * {@link DEFAULT_FINISH_INTERVAL_MS}); resolves to how many it finished.
+ */
+export async function finishAccountDeletions(
+  kv: Deno.Kv,
+  opts: { signal?: AbortSignal; log?: Logger } = {},
+): Promise<number> {
+  let finished = 0;
+  for (const pending of await listAccountDeletions(kv)) {
+    if (opts.signal?.aborted) break;
+    await finishAccountDeletion(kv, pending.did);
+    opts.log?.info("finished an interrupted account deletion", {
+      did: pending.did,
+      startedAt: pending.startedAt,
+      remaining: pending.remaining,
+    });
+    finished++;
+  }
+  return finished;
+}
+
+/** How often the account host looks for interrupted deletions by default (one hour). */
+export const DEFAULT_FINISH_INTERVAL_MS = 60 * 60 * 1000;
+
+/** Finishes interrupted account deletions at start and then periodically. */
+export class AccountDeletionFinisher extends PeriodicTask {
+  constructor(opts: { kv: Deno.Kv; log: Logger; intervalMs?: number }) {
+    super({
+      intervalMs: opts.intervalMs ?? DEFAULT_FINISH_INTERVAL_MS,
+      log: opts.log,
+      failure: "finishing interrupted account deletions failed",
+      run: async (signal) => void await finishAccountDeletions(opts.kv, { signal, log: opts.log }),
+    });
+  }
+}
+
+/** The keys of one step of the deletion of `did` (the account record and handle are gone). */
+function stepKeys(kv: Deno.Kv, did: string, step: DeletionStep): AsyncIterable<Deno.KvKey> {
+  switch (step) {
+    case "credentials":
+      return credentialKeysOf(kv, did);
+    case "repository":
+      return repoKeysOf(kv, did);
+    case "blobs":
+      return blobKeysOf(kv, did);
+    case "sessions":
+      return sessionKeysOf(kv, did);
+  }
+}
+
+async function* credentialKeysOf(kv: Deno.Kv, did: string): AsyncGenerator<Deno.KvKey> {
   yield accountSigningKeyKey(did);
   yield plcOpKey(did);
   yield accountDeleteTokenKey(did);
@@ -143,11 +286,16 @@ async function* keysOf(kv: Deno.Kv, did: string): AsyncGenerator<Deno.KvKey> {
   if (reset.value !== null) yield passwordResetKey(reset.value);
   yield reset.key;
   yield* listKeys(kv, appPasswordPrefix(did));
-  yield* repoKeysOf(kv, did);
+}
+
+async function* blobKeysOf(kv: Deno.Kv, did: string): AsyncGenerator<Deno.KvKey> {
   for (const table of ["blob", "blob_chunk", "blob_upload", "blob_ref"]) {
     yield* listKeys(kv, [table, did]);
   }
-  // Logins are keyed by token and family, not by account: one pass over them all.
+}
+
+/** Logins are keyed by token and family, not by account: one pass over them all. */
+async function* sessionKeysOf(kv: Deno.Kv, did: string): AsyncGenerator<Deno.KvKey> {
   for (const table of [refreshTokenKey("")[0], sessionFamilyKey("")[0]]) {
     for await (const e of kv.list<{ did?: string }>({ prefix: [table] })) {
       if (e.value?.did === did) yield e.key;

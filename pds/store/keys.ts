@@ -95,6 +95,19 @@ export function accountDeleteTokenKey(did: string): Deno.KvKey {
   return ["account_delete_token", did];
 }
 
+/**
+ * An account deletion in progress (`accounts/account_delete.ts`): `{did, handle, startedAt,
+ * remaining}`, written with the deletion's first atomic operation and deleted with its last key.
+ */
+export function accountDeletionKey(did: string): Deno.KvKey {
+  return ["account_deletion", did];
+}
+
+/** Prefix of every account deletion in progress. */
+export function accountDeletionPrefix(): Deno.KvKey {
+  return ["account_deletion"];
+}
+
 /** An app password of an account by its name: `{id, name, passwordHash, createdAt}`. */
 export function appPasswordKey(did: string, name: string): Deno.KvKey {
   return ["app_password", did, name];
