@@ -13,7 +13,9 @@
  *
  * `initdb` and `postgres` refuse to run as root: as root the cluster is made and run by the
  * `postgres` user (Debian's package creates it) through `runuser`, and its directory is handed
- * to that user. The process is also stopped at exit when a test forgot to.
+ * to that user. A cluster a test forgot to stop is stopped at exit; one whose process died
+ * without exiting (an uncaught error, a signal) is stopped by the next {@link startPostgres},
+ * which finds its directory beside the new one with an `owner` process that is gone.
  *
  * @module
  */
@@ -70,6 +72,9 @@ export const TEST_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
 });
 
 const BINARIES = ["initdb", "pg_ctl", "postgres", "createdb"] as const;
+const DIR_PREFIX = "social-pg-";
+/** File of a cluster's directory holding the process id of the process that started it. */
+const OWNER_FILE = "owner";
 const START_TIMEOUT_S = 30;
 const PORT_ATTEMPTS = 3;
 const USER = "postgres";
@@ -114,9 +119,11 @@ export async function startPostgres(
 ): Promise<PostgresCluster | null> {
   const install = opts.install ?? await locatePostgres();
   if (install === null) return null;
-  const dir = await Deno.makeTempDir({ prefix: "social-pg-" });
+  const dir = await Deno.makeTempDir({ prefix: DIR_PREFIX });
   let started = false;
   try {
+    await Deno.writeTextFile(`${dir}/${OWNER_FILE}`, String(Deno.pid));
+    await reapOrphans(install, dir);
     if (install.runAs !== null) await Deno.chown(dir, install.runAs.uid, install.runAs.gid);
     const data = `${dir}/data`;
     await runAs(install, [
@@ -192,7 +199,8 @@ function clusterHandle(install: PostgresInstall, dir: string, port: number): Pos
     stopped ??= (async () => {
       running.delete(dir);
       try {
-        await runAs(install, stopArgs);
+        // Gone already when another process reaped it as an orphan.
+        if (await Deno.stat(data).then(() => true, () => false)) await runAs(install, stopArgs);
       } finally {
         await Deno.remove(dir, { recursive: true }).catch(() => {});
       }
@@ -221,6 +229,46 @@ function clusterHandle(install: PostgresInstall, dir: string, port: number): Pos
     stop,
     [Symbol.asyncDispose]: stop,
   };
+}
+
+/**
+ * Stops and removes the clusters beside `dir` whose owner process is gone (module comment).
+ * Failures are left for the next start: a directory being created by another process has no
+ * owner file yet, and a stop that fails leaves the directory in place.
+ */
+async function reapOrphans(install: PostgresInstall, dir: string): Promise<void> {
+  const parent = dir.slice(0, dir.lastIndexOf("/"));
+  for await (const entry of Deno.readDir(parent)) {
+    if (!entry.isDirectory || !entry.name.startsWith(DIR_PREFIX)) continue;
+    const other = `${parent}/${entry.name}`;
+    if (other === dir) continue;
+    const owner = await Deno.readTextFile(`${other}/${OWNER_FILE}`).catch(() => null);
+    if (owner === null || !/^\d+$/.test(owner) || await isAlive(Number(owner))) continue;
+    try {
+      const pidFile = await Deno.stat(`${other}/data/postmaster.pid`).then(() => true, () => false);
+      if (pidFile) {
+        await runAs(install, [
+          `${install.bindir}/pg_ctl`,
+          "stop",
+          `--pgdata=${other}/data`,
+          "--mode=immediate",
+        ]);
+      }
+      await Deno.remove(other, { recursive: true });
+    } catch {
+      // Left for the next start.
+    }
+  }
+}
+
+/** Whether the process `pid` exists, whoever owns it. */
+async function isAlive(pid: number): Promise<boolean> {
+  const out = await new Deno.Command("ps", {
+    args: ["-p", String(pid)],
+    stdout: "null",
+    stderr: "null",
+  }).output();
+  return out.success;
 }
 
 async function findBindir(): Promise<string | null> {

@@ -65,6 +65,28 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "a cluster whose process died is stopped and removed by the next start",
+  ignore: install === null,
+  async fn() {
+    await using orphan = (await startPostgres({ install: install! }))!;
+    // Its owner is now a process that has exited.
+    const gone = await new Deno.Command("true").spawn();
+    await gone.status;
+    await Deno.writeTextFile(`${orphan.socketDir}/owner`, String(gone.pid));
+    await using next = (await startPostgres({ install: install! }))!;
+    await assert.rejects(Deno.stat(orphan.socketDir), Deno.errors.NotFound);
+    const sql = postgres(orphan.url, { max: 1, connect_timeout: 2 });
+    try {
+      await assert.rejects(sql`select 1`, /ECONNREFUSED|refused/i);
+    } finally {
+      await sql.end();
+    }
+    // The cluster of a live process is left alone.
+    assert.ok((await Deno.stat(next.socketDir)).isDirectory);
+  },
+});
+
 Deno.test("without binaries PostgreSQL is absent, except under CI=true", async () => {
   await using empty = await makeTempDir();
   const saved = { bindir: Deno.env.get("PG_BINDIR"), ci: Deno.env.get("CI") };
