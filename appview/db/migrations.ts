@@ -281,6 +281,47 @@ CREATE TABLE inactive_actors (
 );
 `;
 
+/**
+ * Version 10, backfill from repositories (issue 38, docs/behaviour.md 6.2 rules 8-11):
+ * - `repo_revs.local`: 1 once the account host's stream, its push or a backfill from it applied a
+ *   commit of the repository (written in the statement that already writes the rev), so the
+ *   index can tell the account host's repositories from those it only saw on the public stream
+ *   when the host no longer lists one (restored from an older backup);
+ * - `backfill_queue`: the repositories to fetch, one row per DID (so bounded by the repositories
+ *   the index knows), written by the write path in the transaction of the commit that revealed a
+ *   gap, so a crash never loses one; `not_before` orders the work and holds a failed fetch's
+ *   backoff;
+ * - `backfill_status`: one row per backfill worker (`local`): totals, the last error, and the last
+ *   time the account host was found restored (its head behind the index's cursor), which
+ *   `/healthz` reports.
+ */
+const BACKFILL_V10 = `
+ALTER TABLE repo_revs ADD COLUMN local INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE backfill_queue (
+  did TEXT PRIMARY KEY,
+  reason TEXT NOT NULL,
+  target_rev TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  not_before TEXT NOT NULL,
+  last_error TEXT,
+  queued_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX backfill_queue_due ON backfill_queue (not_before, did);
+CREATE TABLE backfill_status (
+  name TEXT PRIMARY KEY,
+  done INTEGER NOT NULL DEFAULT 0,
+  failed INTEGER NOT NULL DEFAULT 0,
+  records INTEGER NOT NULL DEFAULT 0,
+  last_did TEXT,
+  last_error TEXT,
+  last_done_at TEXT,
+  restored_at TEXT,
+  restored_cursor INTEGER,
+  restored_head INTEGER,
+  updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+`;
+
 /** Every migration, in order. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 1, name: "initial schema", sql: SCHEMA_V1 },
@@ -292,6 +333,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 7, name: "when each consumer stopped being live", sql: CONSUMER_DOWN_SINCE_V7 },
   { version: 8, name: "blocks and mutes", sql: MEMBER_SAFETY_V8 },
   { version: 9, name: "inactive accounts", sql: INACTIVE_ACTORS_V9 },
+  { version: 10, name: "backfill from repositories", sql: BACKFILL_V10 },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -15,6 +15,8 @@ import {
 
 const TABLES = [
   "actors",
+  "backfill_queue",
+  "backfill_status",
   "blocks",
   "consumer_status",
   "cursors",
@@ -366,6 +368,28 @@ Deno.test("migration 9 adds inactive_actors keyed by the actor id its filter see
       "EXPLAIN QUERY PLAN SELECT EXISTS (SELECT 1 FROM inactive_actors WHERE actor = 1)",
     ).all().map((r) => String(r.detail));
     assert.ok(plan.some((d) => d.includes("INTEGER PRIMARY KEY (rowid=?)")), plan.join("; "));
+  } finally {
+    db.close();
+  }
+});
+
+Deno.test("migration 10 marks existing revs as not from the account host and adds the backfill queue and status", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    runMigrations(db, { migrations: MIGRATIONS.slice(0, 9) });
+    db.prepare("INSERT INTO repo_revs (did, rev) VALUES ('did:plc:a', '3kaaaaaaaaaa2')").run();
+    assert.deepEqual(runMigrations(db, { migrations: MIGRATIONS.slice(0, 10) }), [10]);
+    assert.deepEqual({ ...db.prepare("SELECT did, rev, local FROM repo_revs").get() }, {
+      did: "did:plc:a",
+      rev: "3kaaaaaaaaaa2",
+      local: 0,
+    });
+    const plan = db.prepare(
+      `EXPLAIN QUERY PLAN SELECT did FROM backfill_queue WHERE not_before <= '2024'
+       ORDER BY not_before, did LIMIT 2`,
+    ).all().map((r) => String(r.detail));
+    assert.ok(plan.some((d) => d.includes("backfill_queue_due")), plan.join("; "));
+    assert.ok(!plan.some((d) => d.includes("TEMP B-TREE")), plan.join("; "));
   } finally {
     db.close();
   }

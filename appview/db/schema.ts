@@ -82,7 +82,19 @@
  *   (`IndexWriter.applyOps` option `commit`/`commits`): the local stream applies a commit only
  *   when its rev is newer, a push only when its `since` equals the stored rev (exactly the next
  *   commit), Jetstream when its rev is newer or equal (one rev per op of a multi-op commit).
- *   Written in the transaction of the commit's ops, never moves backwards.
+ *   Written in the transaction of the commit's ops, never moves backwards, except by a backfill
+ *   that finds the account host behind it (restored from a backup, docs/behaviour.md 6.2 rule 10).
+ *   local (migration 10): 1 once a commit from the account host (stream, push, backfill) was
+ *   applied, so a restore can tell its repositories from the public stream's.
+ *
+ * backfill_queue (migration 10): did PK, reason (`gap`, `unknown`, `sync`, `restore`), target_rev
+ *   (the rev that prompted it, when known), attempts, not_before (next attempt; a failure's
+ *   backoff), last_error, queued_at (changed by every new trigger). Written by the write path in
+ *   the transaction of the commit that revealed a gap; index (not_before, did).
+ *
+ * backfill_status (migration 10): name PK (`local`), done, failed, records (totals), last_did,
+ *   last_error, last_done_at, restored_at / restored_cursor / restored_head (the last time the
+ *   account host's head was found behind the stored cursor), updated_at. Read by /healthz.
  *
  * cursors: name PK, value INTEGER, updated_at. One row per stream (spec 6.2 rule 2): the local
  *   stream's `seq` and the public stream's `time_us` never share a row. Names in `state.ts`.

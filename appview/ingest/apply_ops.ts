@@ -32,6 +32,20 @@
  * `AccountOp` of a first commit) and account status ops state current facts, not repository history, and are applied
  * regardless. A commit passed over is counted (`stale`), not skipped.
  *
+ * Gaps (docs/behaviour.md 6.2 rule 8): a local-stream commit (`"newer"`) whose `since` is not the
+ * stored rev shows that commits of the repository were missed (or, with no stored rev, that the
+ * index has no history of it). It is applied as usual, and the repository is queued for a
+ * backfill (`backfill_queue`) in the same transaction, so the cursor never passes a gap whose
+ * repair was not recorded; {@link IndexWriterOptions.onGap} hears of it after COMMIT. The check
+ * is one string comparison per commit.
+ *
+ * A backfill applies a whole verified repository through {@link IndexWriter.applySnapshot}: in
+ * one transaction it checks the repository's rev, asks the snapshot for its ops against the rows
+ * the index holds (creates, updates and deletes, so the account's rows end up exactly those of the
+ * repository) and applies them through the same per-op path, with counters and notifications as
+ * for any op; indexing times of its records are the records' `createdAt` when earlier than now
+ * (the reference AppView's `sortAt`), so old content sorts into its place, not on top.
+ *
  * @module
  */
 
@@ -49,6 +63,7 @@ import { validateRecord } from "../../shared/records.ts";
 import { isValidDid, isValidHandle, isValidRecordKey } from "../../shared/syntax.ts";
 import { type Logger, silentLogger } from "../../shared/log.ts";
 import { prepareCursorWrite } from "../db/state.ts";
+import { prepareGapEnqueue } from "../db/backfill_state.ts";
 import { ActorIds } from "./indexers/actors.ts";
 import { AccountStatusIndexer } from "./indexers/index_account_status.ts";
 import { BlockIndexer } from "./indexers/index_blocks.ts";
@@ -84,6 +99,11 @@ export interface IndexWriterOptions {
   log?: Logger;
   /** Ops per transaction, 1 to 100,000. Default {@link DEFAULT_BATCH_SIZE}. */
   batchSize?: number;
+  /**
+   * Called after a COMMIT that queued repositories for a backfill (gaps, see the module notes),
+   * with their DIDs. It must not throw (an exception is logged).
+   */
+  onGap?: (dids: readonly string[]) => void;
 }
 
 /**
@@ -111,6 +131,39 @@ export interface CommitRef {
   /** Rev of the repository's previous commit, null for its first; undefined when not known. */
   readonly since?: string | null;
   readonly mode: RevGate;
+}
+
+/**
+ * A verified repository to apply whole (a backfill, {@link IndexWriter.applySnapshot}).
+ */
+export interface RepoSnapshot {
+  /** Repository DID. */
+  readonly did: string;
+  /** Rev of the repository's commit. */
+  readonly rev: string;
+  /**
+   * The stored rev read before the repository was fetched (null: none). A snapshot older than the
+   * stored rev is applied only when the stored rev is still this one: nothing was applied
+   * meanwhile, so the account host itself is behind the index (restored from a backup) and is
+   * taken as the truth. Otherwise the snapshot is stale: nothing is applied.
+   */
+  readonly expectedRev: string | null;
+  /**
+   * The ops that make the account's rows those of the repository, computed inside the
+   * transaction (so against the rows as they are there) from the stored rev.
+   */
+  plan(): readonly IndexOp[];
+}
+
+/** Outcome of {@link IndexWriter.applySnapshot}. */
+export interface SnapshotResult {
+  /** Ops applied; 0 when stale. */
+  applied: number;
+  skipped: number;
+  /** The snapshot was older than what the index applied meanwhile: nothing was applied. */
+  stale: boolean;
+  /** The rev stored before the snapshot (null: none). */
+  previousRev: string | null;
 }
 
 /** Ops `[start, end)` of one {@link IndexWriter.applyOps} call that make up one commit. */
@@ -180,6 +233,9 @@ export class IndexWriter {
   readonly #knownAccount: StatementSync;
   readonly #readRev: StatementSync;
   readonly #writeRev: StatementSync;
+  readonly #forceRev: StatementSync;
+  readonly #enqueueGap: (did: string, reason: "gap" | "unknown", at: string) => void;
+  #onGap: ((dids: readonly string[]) => void) | undefined;
   readonly #dataVersion: StatementSync;
   /** `PRAGMA data_version` when {@link #revs} was last known to match the database. */
   #revsVersion = -1;
@@ -189,6 +245,12 @@ export class IndexWriter {
   readonly #txRevs = new Map<string, string | null>();
   /** DIDs whose rev the open transaction advanced (written before COMMIT). */
   readonly #txDirty = new Set<string>();
+  /** Of those, the ones a commit from the account host advanced (`repo_revs.local`). */
+  readonly #txLocal = new Set<string>();
+  /** DIDs the open transaction found a gap in, with the kind of gap (queued before COMMIT). */
+  readonly #txGaps = new Map<string, "gap" | "unknown">();
+  /** The open transaction applies a snapshot: record ops are indexed at their `createdAt`. */
+  #backfilling = false;
   readonly #stats: IndexWriterStats = {
     applied: 0,
     skipped: 0,
@@ -234,9 +296,16 @@ export class IndexWriter {
     this.#knownAccount = db.prepare("INSERT INTO profiles (did) VALUES (?) ON CONFLICT DO NOTHING");
     this.#readRev = db.prepare("SELECT rev FROM repo_revs WHERE did = ?");
     this.#writeRev = db.prepare(
-      `INSERT INTO repo_revs (did, rev) VALUES (?, ?)
-       ON CONFLICT (did) DO UPDATE SET rev = excluded.rev WHERE excluded.rev > repo_revs.rev`,
+      `INSERT INTO repo_revs (did, rev, local) VALUES (?, ?, ?)
+       ON CONFLICT (did) DO UPDATE SET rev = excluded.rev, local = max(local, excluded.local)
+       WHERE excluded.rev > repo_revs.rev`,
     );
+    this.#forceRev = db.prepare(
+      `INSERT INTO repo_revs (did, rev, local) VALUES (?, ?, 1)
+       ON CONFLICT (did) DO UPDATE SET rev = excluded.rev, local = 1`,
+    );
+    this.#enqueueGap = prepareGapEnqueue(db);
+    this.#onGap = opts.onGap;
     this.#dataVersion = db.prepare("PRAGMA data_version");
     this.#savepoint = {
       begin: db.prepare("SAVEPOINT op"),
@@ -285,6 +354,41 @@ export class IndexWriter {
     return { ...this.#stats, skippedByReason: { ...this.#stats.skippedByReason } };
   }
 
+  /**
+   * Sets the listener of gaps ({@link IndexWriterOptions.onGap}), replacing any: the backfill
+   * worker, made after the context, listens through this.
+   */
+  listenForGaps(listener: ((dids: readonly string[]) => void) | undefined): void {
+    this.#onGap = listener;
+  }
+
+  /**
+   * The rev of the latest commit applied for `did` (null: none), as committed. Read outside a
+   * transaction (a backfill reads it before fetching: {@link RepoSnapshot.expectedRev}).
+   */
+  storedRev(did: string): string | null {
+    const row = this.#readRev.get(did) as { rev: string } | undefined;
+    return row === undefined ? null : row.rev;
+  }
+
+  /**
+   * Applies a verified repository whole, in one transaction (module notes): unless the snapshot
+   * is stale ({@link RepoSnapshot.expectedRev}), its ops replace the account's rows and its rev
+   * becomes the stored rev, also when that moves the rev backwards (a restored account host).
+   *
+   * @throws Error when the transaction cannot begin or commit (nothing applied)
+   */
+  applySnapshot(snapshot: RepoSnapshot): SnapshotResult {
+    const batch: Batch = { ops: [], start: 0, end: 0, spans: [], span: 0, spanEnd: 0, snapshot };
+    const result = this.#runBatch(batch, undefined);
+    return {
+      applied: result.applied,
+      skipped: result.skipped,
+      stale: result.stale > 0,
+      previousRev: result.previousRev ?? null,
+    };
+  }
+
   #runBatch(batch: Batch, cursor: ApplyOptions["cursor"]): BatchResult {
     try {
       return this.#transaction(batch, cursor, false);
@@ -292,7 +396,7 @@ export class IndexWriter {
       if (!(e instanceof OpFailure)) throw e;
       this.#log.warn("Index op failed, re-running its batch op by op", {
         error: e.cause,
-        op: e.index < 0 ? "(full-text index writes of the batch)" : describeOp(batch.ops[e.index]),
+        op: e.index < 0 ? "(full-text index writes of the batch)" : describeOp(e.op!),
       });
       this.#stats.retriedBatches++;
       return this.#transaction(batch, cursor, true);
@@ -300,10 +404,10 @@ export class IndexWriter {
   }
 
   #transaction(batch: Batch, cursor: ApplyOptions["cursor"], isolate: boolean): BatchResult {
-    const { ops, spans, spanEnd } = batch;
+    const { spans, spanEnd, snapshot } = batch;
+    let { ops, end } = batch;
     const result: BatchResult = { applied: 0, skipped: 0, stale: 0, staleOps: 0 };
-    this.#txRevs.clear();
-    this.#txDirty.clear();
+    this.#clearTx();
     this.#db.exec("BEGIN IMMEDIATE");
     try {
       // Under the write lock: no other connection can commit until this transaction ends.
@@ -312,10 +416,22 @@ export class IndexWriter {
         this.#revs.clear();
         this.#revsVersion = version;
       }
+      if (snapshot !== undefined) {
+        const previous = this.#storedInTx(snapshot.did);
+        result.previousRev = previous;
+        if (previous !== null && snapshot.rev < previous && previous !== snapshot.expectedRev) {
+          this.#db.exec("ROLLBACK");
+          result.stale = 1;
+          return result;
+        }
+        ops = snapshot.plan();
+        end = ops.length;
+        this.#backfilling = true;
+      }
       let span = batch.span;
       /** Ops before this index belong to a commit passed over. */
       let staleUntil = -1;
-      for (let i = batch.start; i < batch.end; i++) {
+      for (let i = batch.start; i < end; i++) {
         for (; span < spanEnd && spans[span].start === i; span++) {
           if (!this.#admit(spans[span].commit)) {
             result.stale++;
@@ -334,14 +450,24 @@ export class IndexWriter {
         if (!this.#admit(spans[span].commit)) result.stale++;
       }
       this.#flushSearch();
-      for (const did of this.#txDirty) this.#writeRev.run(did, this.#txRevs.get(did)!);
-      this.#skips.flush(this.#now().toISOString());
+      for (const did of this.#txDirty) {
+        this.#writeRev.run(did, this.#txRevs.get(did)!, this.#txLocal.has(did) ? 1 : 0);
+      }
+      if (snapshot !== undefined) {
+        this.#forceRev.run(snapshot.did, snapshot.rev);
+        this.#txRevs.set(snapshot.did, snapshot.rev);
+        this.#txDirty.add(snapshot.did);
+      }
+      const at = this.#now().toISOString();
+      for (const [did, reason] of this.#txGaps) this.#enqueueGap(did, reason, at);
+      this.#skips.flush(at);
       if (cursor !== undefined) {
         this.#writeCursor(cursor.name, cursor.value, this.#now().toISOString());
       }
       this.#db.exec("COMMIT");
       this.#actors.commit();
       for (const did of this.#txDirty) this.#rememberRev(did, this.#txRevs.get(did)!);
+      if (this.#txGaps.size > 0) this.#announceGaps([...this.#txGaps.keys()]);
     } catch (e) {
       if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
       this.#search.discard();
@@ -349,8 +475,7 @@ export class IndexWriter {
       this.#skips.discard();
       throw e;
     } finally {
-      this.#txRevs.clear();
-      this.#txDirty.clear();
+      this.#clearTx();
     }
     this.#stats.batches++;
     this.#stats.applied += result.applied;
@@ -361,19 +486,42 @@ export class IndexWriter {
     return result;
   }
 
-  /**
-   * Decides whether `commit` is applied ({@link RevGate}) against the stored rev of its
-   * repository, as seen by the open transaction; when it is, its rev becomes that repository's
-   * rev (written before COMMIT).
-   */
-  #admit(commit: CommitRef): boolean {
-    const { did, rev, since, mode } = commit;
+  #clearTx(): void {
+    this.#txRevs.clear();
+    this.#txDirty.clear();
+    this.#txLocal.clear();
+    this.#txGaps.clear();
+    this.#backfilling = false;
+  }
+
+  #announceGaps(dids: string[]): void {
+    try {
+      this.#onGap?.(dids);
+    } catch (e) {
+      this.#log.error("Gap listener failed", { error: e });
+    }
+  }
+
+  /** The stored rev of `did` as the open transaction sees it (null: none). */
+  #storedInTx(did: string): string | null {
     let stored: string | null | undefined = this.#txRevs.get(did) ?? this.#revs.get(did);
     if (stored === undefined) {
       const row = this.#readRev.get(did) as { rev: string } | undefined;
       stored = row === undefined ? null : row.rev;
       if (stored !== null) this.#rememberRev(did, stored);
     }
+    return stored;
+  }
+
+  /**
+   * Decides whether `commit` is applied ({@link RevGate}) against the stored rev of its
+   * repository, as seen by the open transaction; when it is, its rev becomes that repository's
+   * rev (written before COMMIT). A local-stream commit whose `since` is not the stored rev is a
+   * gap: the repository is queued for a backfill (module notes).
+   */
+  #admit(commit: CommitRef): boolean {
+    const { did, rev, since, mode } = commit;
+    const stored = this.#storedInTx(did);
     let admit: boolean;
     if (mode === "newer-or-equal") admit = stored === null || rev >= stored;
     else {
@@ -383,6 +531,10 @@ export class IndexWriter {
     if (admit) {
       this.#txRevs.set(did, rev);
       if (rev !== stored) this.#txDirty.add(did);
+      if (mode !== "newer-or-equal") this.#txLocal.add(did);
+      if (mode === "newer" && since !== undefined && since !== stored) {
+        this.#txGaps.set(did, stored === null ? "unknown" : "gap");
+      }
     } else {
       this.#txRevs.set(did, stored);
       this.#log.debug("Commit passed over: already applied or out of order", {
@@ -417,7 +569,7 @@ export class IndexWriter {
     try {
       return this.#applyOne(ops[index]);
     } catch (e) {
-      throw new OpFailure(index, e);
+      throw new OpFailure(index, e, ops[index]);
     }
   }
 
@@ -443,7 +595,10 @@ export class IndexWriter {
   /** Applies one op; returns false when it was skipped (and counted). */
   #applyOne(op: IndexOp): boolean {
     if (!isValidDid(op.did)) return this.#skip("invalid_op", op, `Invalid DID: ${op.did}`);
-    const now = this.#now().toISOString();
+    let now = this.#now().toISOString();
+    if (this.#backfilling && op.kind === "record" && op.record !== null) {
+      now = backfillTime(op.record.createdAt, now);
+    }
     if (op.kind === "handle") {
       if (op.handle !== null && !isValidHandle(op.handle)) {
         return this.#skip("invalid_op", op, `Invalid handle: ${op.handle}`);
@@ -500,7 +655,10 @@ export class IndexWriter {
   }
 }
 
-/** Ops `[start, end)` of one transaction and the commit spans `[span, spanEnd)` that start there. */
+/**
+ * Ops `[start, end)` of one transaction and the commit spans `[span, spanEnd)` that start there;
+ * or a snapshot, whose ops are planned inside the transaction.
+ */
 interface Batch {
   readonly ops: readonly IndexOp[];
   readonly start: number;
@@ -508,6 +666,7 @@ interface Batch {
   readonly spans: readonly CommitSpan[];
   readonly span: number;
   readonly spanEnd: number;
+  readonly snapshot?: RepoSnapshot;
 }
 
 interface BatchResult {
@@ -515,6 +674,20 @@ interface BatchResult {
   skipped: number;
   stale: number;
   staleOps: number;
+  /** A snapshot's stored rev before it. */
+  previousRev?: string | null;
+}
+
+/**
+ * Indexing time of a backfilled record: its `createdAt` when that is a time before `now` (ISO
+ * 8601, normalised as `toISOString` writes it, so text order stays time order), else `now`.
+ */
+export function backfillTime(createdAt: unknown, now: string): string {
+  if (typeof createdAt !== "string") return now;
+  const ms = Date.parse(createdAt);
+  if (!Number.isFinite(ms)) return now;
+  const at = new Date(Math.max(0, ms)).toISOString();
+  return at < now ? at : now;
 }
 
 /** The commit spans of a call, checked: sorted, not overlapping, within the ops. */
@@ -542,7 +715,11 @@ function spansOf(ops: readonly IndexOp[], opts: ApplyOptions): readonly CommitSp
 /** An op's SQL failed; carries its position so the batch can be re-run around it. */
 class OpFailure extends Error {
   override readonly name = "OpFailure";
-  constructor(readonly index: number, override readonly cause: unknown) {
+  constructor(
+    readonly index: number,
+    override readonly cause: unknown,
+    readonly op?: IndexOp,
+  ) {
     super(`Index op ${index} failed`);
   }
 }

@@ -267,3 +267,109 @@ Deno.test("a writer's remembered revs give way to commits by another connection 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// Gaps and snapshots (docs/behaviour.md 6.2 rules 8-10).
+
+function queued(ix: TestIndex) {
+  return ix.rows("SELECT did, reason FROM backfill_queue ORDER BY did");
+}
+
+Deno.test("a local-stream commit whose since is not the stored rev is applied and queues its repository in the same transaction", () => {
+  using ix = openTestIndex();
+  const heard: string[][] = [];
+  ix.writer.listenForGaps((dids) => heard.push([...dids]));
+  // A first commit (since null) and the next one: no gap.
+  ix.writer.applyOps([post], { commit: commit(ALICE, 1, "newer", null) });
+  ix.writer.applyOps([like], { commit: commit(BOB, 1, "newer", null) });
+  ix.writer.applyOps([unlike], { commit: commit(BOB, 2, "newer", 1) });
+  assert.deepEqual(queued(ix), []);
+  // Alice's commit 2 was missed; Carol's history starts before what the index saw.
+  const carol = didOf("carol");
+  const carols = postOp(carol, "3kcarolpost12", "hi");
+  ix.writer.applyOps([deleteOp(ALICE, COLLECTION_POST, "3kalicepost12"), carols], {
+    commits: [
+      { start: 0, end: 1, commit: commit(ALICE, 3, "newer", 2) },
+      { start: 1, end: 2, commit: commit(carol, 7, "newer", 6) },
+    ],
+    cursor: { name: CURSOR_LOCAL_SEQ, value: 9 },
+  });
+  assert.equal(ix.row("SELECT count(*) AS n FROM posts")?.n, 1); // applied all the same
+  assert.deepEqual(queued(ix), [{ did: ALICE, reason: "gap" }, { did: carol, reason: "unknown" }]);
+  assert.deepEqual(heard, [[ALICE, carol]]);
+  // Push ("next") and Jetstream commits never queue: they are passed over or carry no since.
+  ix.writer.applyOps([], { commit: commit(BOB, 5, "next", 4) });
+  ix.writer.applyOps([], { commit: commit(BOB, 6, "newer-or-equal") });
+  assert.equal(queued(ix).length, 2);
+  assert.deepEqual(ix.rows("SELECT did, local FROM repo_revs ORDER BY did"), [
+    { did: ALICE, local: 1 },
+    { did: BOB, local: 1 },
+    { did: carol, local: 1 },
+  ]);
+});
+
+Deno.test("a rolled-back batch queues nothing and tells no listener", () => {
+  using ix = openTestIndex();
+  const heard: string[][] = [];
+  ix.writer.listenForGaps((dids) => heard.push([...dids]));
+  assert.throws(() =>
+    ix.writer.applyOps([post], {
+      commit: commit(ALICE, 3, "newer", 2),
+      cursor: { name: CURSOR_LOCAL_SEQ, value: 1.5 },
+    })
+  );
+  assert.deepEqual(queued(ix), []);
+  assert.deepEqual(heard, []);
+});
+
+Deno.test("applySnapshot applies a newer snapshot, refuses one older than a rev applied meanwhile, and takes an older one as the host's truth when nothing was applied meanwhile", () => {
+  using ix = openTestIndex();
+  ix.writer.applyOps([post], { commit: commit(ALICE, 5, "newer", null) });
+  const snap = (seq: number, expected: number | null, ops = [post]) => ({
+    did: ALICE,
+    rev: revOf(seq),
+    expectedRev: expected === null ? null : revOf(expected),
+    plan: () => ops,
+  });
+  // Stale: the stream applied rev 5 after the snapshot (rev 4) was fetched at rev 3.
+  assert.deepEqual(ix.writer.applySnapshot(snap(4, 3, [])), {
+    applied: 0,
+    skipped: 0,
+    stale: true,
+    previousRev: revOf(5),
+  });
+  assert.equal(ix.writer.storedRev(ALICE), revOf(5));
+  // Newer: applied, rev moves on.
+  const result = ix.writer.applySnapshot(snap(6, 5));
+  assert.deepEqual(result, { applied: 1, skipped: 0, stale: false, previousRev: revOf(5) });
+  assert.equal(ix.writer.storedRev(ALICE), revOf(6));
+  // Older while nothing was applied since it was read: the host went back (a restored backup).
+  const gone = deleteOp(ALICE, COLLECTION_POST, "3kalicepost12");
+  assert.equal(ix.writer.applySnapshot(snap(2, 6, [gone])).stale, false);
+  assert.equal(ix.writer.storedRev(ALICE), revOf(2));
+  assert.equal(ix.row("SELECT count(*) AS n FROM posts")?.n, 0);
+  // The stream then goes on from the host's rev.
+  ix.writer.applyOps([post], { commit: commit(ALICE, 7, "newer", 2) });
+  assert.deepEqual(queued(ix), []);
+});
+
+Deno.test("records a snapshot applies are indexed at their createdAt when that is earlier than now", () => {
+  using ix = openTestIndex({ fixedClock: true }); // now: 2024-06-01
+  const old = postOp(ALICE, "3kalicepost12", "old");
+  const future = postOp(BOB, "3kbobpost1234", "from the future");
+  const at = (op: RecordOp, createdAt: string): RecordOp => ({
+    ...op,
+    record: { ...op.record, createdAt },
+  });
+  for (
+    const [did, op] of [[ALICE, at(old, "2023-01-02T03:04:05Z")], [
+      BOB,
+      at(future, "2030-01-01T00:00:00.000Z"),
+    ]] as const
+  ) {
+    ix.writer.applySnapshot({ did, rev: revOf(1), expectedRev: null, plan: () => [op] });
+  }
+  assert.deepEqual(ix.rows("SELECT text, indexed_at FROM posts ORDER BY indexed_at"), [
+    { text: "old", indexed_at: "2023-01-02T03:04:05.000Z" },
+    { text: "from the future", indexed_at: "2024-06-01T00:00:00.000Z" },
+  ]);
+});
