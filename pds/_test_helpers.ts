@@ -186,7 +186,10 @@ export class StreamClient {
   /** Raw bytes of each frame, same index as {@link frames}. */
   readonly raw: Uint8Array[] = [];
   readonly decodeErrors: string[] = [];
+  /** Seqs of the `#commit` frames. */
   readonly commitSeqs: number[] = [];
+  /** Seqs of every frame that has one (`#commit`, `#identity`, `#account`, `#sync`). */
+  readonly seqs: number[] = [];
   closeCode: number | null = null;
   closeReason = "";
   readonly #socket: WebSocket;
@@ -205,6 +208,7 @@ export class StreamClient {
         const frame = decodeFrame(bytes);
         this.frames.push(frame);
         if (frame.header.t === "#commit") this.commitSeqs.push(frame.body.seq as number);
+        if (typeof frame.body.seq === "number") this.seqs.push(frame.body.seq);
       } catch (err) {
         this.decodeErrors.push((err as Error).message);
       }
@@ -489,7 +493,8 @@ export interface PdsProcess extends AsyncDisposable {
 
 /**
  * Starts `pds/main.ts` in a child process on a free port with `env` (DATA_DIR etc.) and waits
- * until it listens. Push is off unless `env` sets `APPVIEW_INTERNAL_URL`. `v8Flags` (one
+ * until it listens. Push is off unless `env` sets `APPVIEW_INTERNAL_URL`, DIDs unpublished unless
+ * it sets `PDS_PLC_URL`. `v8Flags` (one
  * `--v8-flags=...` argument) runs it as the server tasks do.
  */
 export async function spawnPds(
@@ -513,6 +518,8 @@ export async function spawnPds(
       PDS_HOSTNAME: "127.0.0.1",
       PDS_PUBLIC_URL: "",
       APPVIEW_INTERNAL_URL: "off",
+      // `deno task pds` requires the setting; these hosts publish no DID.
+      PDS_PLC_URL: "off",
       LOG_LEVEL: "info",
       ...env,
     },

@@ -74,6 +74,15 @@ export interface PdsConfig {
   readonly passwordHashConcurrency: number;
   /** `PDS_PASSWORD_HASH_QUEUE`: password hashes waiting for a place; more get 503 (32). */
   readonly passwordHashQueue: number;
+  /**
+   * `PDS_PLC_URL` without a trailing slash: the PLC directory new DIDs and their updates are
+   * submitted to (docs/behaviour.md 10.4); null when unset or `off` (DIDs minted locally only).
+   */
+  readonly plcUrl: string | null;
+  /** True when `PDS_PLC_URL` is `off`: the operator chose a host whose DIDs are not published. */
+  readonly plcOff: boolean;
+  /** `PDS_CRAWLERS`: relays asked to crawl this host (`com.atproto.sync.requestCrawl`); origins. */
+  readonly crawlers: readonly string[];
   /** `LOG_LEVEL` (default `info`). */
   readonly logLevel: LogLevel;
 }
@@ -108,6 +117,8 @@ export const PDS_ENV_VARS: readonly string[] = Object.freeze([
   "PDS_REPORTS_PER_HOUR",
   "PDS_PASSWORD_HASH_CONCURRENCY",
   "PDS_PASSWORD_HASH_QUEUE",
+  "PDS_PLC_URL",
+  "PDS_CRAWLERS",
   "APPVIEW_PUBLIC_URL",
   "APPVIEW_INTERNAL_URL",
   "APPVIEW_INGEST_SECRET",
@@ -168,6 +179,7 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got ${q(logLevel)}`);
   }
   const cors = get("PDS_CORS_ORIGINS");
+  const plc = get("PDS_PLC_URL");
   return Object.freeze({
     dataDir,
     hostname: get("PDS_HOSTNAME") ?? DEFAULTS.PDS_HOSTNAME,
@@ -201,6 +213,9 @@ export function loadPdsConfig(env: RawEnv): PdsConfig {
     reportsPerHour: intVar("PDS_REPORTS_PER_HOUR", 1, 1_000_000),
     passwordHashConcurrency: intVar("PDS_PASSWORD_HASH_CONCURRENCY", 1, 64),
     passwordHashQueue: intVar("PDS_PASSWORD_HASH_QUEUE", 0, 10_000),
+    plcUrl: plc === undefined || plc === "off" ? null : parseBaseUrl("PDS_PLC_URL", plc),
+    plcOff: plc === "off",
+    crawlers: Object.freeze(parseCrawlers(get("PDS_CRAWLERS"))),
     logLevel,
   });
 }
@@ -227,6 +242,35 @@ function parseUrl(name: string, value: string): URL {
     throw new ConfigError(`${name} must be an origin without a path, got ${q(value)}`);
   }
   return url;
+}
+
+/** An http(s) URL that may carry a path (a PLC directory's), without a trailing slash. */
+function parseBaseUrl(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute URL or off, got ${q(value)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new ConfigError(`${name} must use http or https, got ${q(value)}`);
+  }
+  if (url.search || url.hash || url.username || url.password) {
+    throw new ConfigError(`${name} must be a URL without query, fragment or credentials`);
+  }
+  return (url.origin + url.pathname).replace(/\/+$/, "");
+}
+
+/** Most relays `PDS_CRAWLERS` may name. */
+export const MAX_CRAWLERS = 16;
+
+function parseCrawlers(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  const urls = value.split(",").map((u) => u.trim()).filter((u) => u !== "");
+  if (urls.length > MAX_CRAWLERS) {
+    throw new ConfigError(`PDS_CRAWLERS names ${urls.length} relays, at most ${MAX_CRAWLERS}`);
+  }
+  return [...new Set(urls.map((u) => parseUrl("PDS_CRAWLERS", u).origin))];
 }
 
 function parseIntIn(name: string, value: string, min: number, max: number): number {

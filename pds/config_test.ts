@@ -30,6 +30,9 @@ Deno.test("loadPdsConfig applies the documented defaults and derives both servic
     reportsPerHour: 10,
     passwordHashConcurrency: 2,
     passwordHashQueue: 32,
+    plcUrl: null,
+    plcOff: false,
+    crawlers: [],
     logLevel: "info",
   });
   assert.ok(Object.isFrozen(config));
@@ -56,6 +59,8 @@ Deno.test("loadPdsConfig reads every variable", () => {
     PDS_LOGINS_PER_HOUR: "60",
     PDS_PASSWORD_HASH_CONCURRENCY: "4",
     PDS_PASSWORD_HASH_QUEUE: "0",
+    PDS_PLC_URL: "https://plc.example.com/",
+    PDS_CRAWLERS: "https://relay.example.com, https://relay.example.com/, http://127.0.0.1:9000",
     LOG_LEVEL: "debug",
   });
   assert.equal(config.dataDir, "/var/lib/social");
@@ -77,8 +82,13 @@ Deno.test("loadPdsConfig reads every variable", () => {
   assert.equal(config.loginsPerHour, 60);
   assert.equal(config.passwordHashConcurrency, 4);
   assert.equal(config.passwordHashQueue, 0);
+  assert.equal(config.plcUrl, "https://plc.example.com");
+  assert.equal(config.plcOff, false);
+  assert.deepEqual(config.crawlers, ["https://relay.example.com", "http://127.0.0.1:9000"]);
   assert.equal(config.logLevel, "debug");
   assert.equal(loadPdsConfig({ DATA_DIR: "/d/" }).kvPath, "/d/pds.kv");
+  const off = loadPdsConfig({ PDS_PLC_URL: "off" });
+  assert.deepEqual([off.plcUrl, off.plcOff], [null, true]);
 });
 
 Deno.test("loadPdsConfig fails on bad values, naming the variable and the value", () => {
@@ -111,6 +121,26 @@ Deno.test("loadPdsConfig fails on bad values, naming the variable and the value"
     [{ PDS_SIGNUPS_PER_HOUR: "0" }, 'PDS_SIGNUPS_PER_HOUR must be between 1 and 1000000, got "0"'],
     [{ PDS_LOGINS_PER_HOUR: "many" }, 'PDS_LOGINS_PER_HOUR must be an integer, got "many"'],
     [{ PDS_REPORTS_PER_HOUR: "0" }, 'PDS_REPORTS_PER_HOUR must be between 1 and 1000000, got "0"'],
+    [
+      { PDS_PLC_URL: "plc.directory" },
+      'PDS_PLC_URL must be an absolute URL or off, got "plc.directory"',
+    ],
+    [
+      { PDS_PLC_URL: "ftp://plc.example" },
+      'PDS_PLC_URL must use http or https, got "ftp://plc.example"',
+    ],
+    [
+      { PDS_PLC_URL: "https://user:pw@plc.example" },
+      "PDS_PLC_URL must be a URL without query, fragment or credentials",
+    ],
+    [
+      { PDS_CRAWLERS: "relay.example" },
+      'PDS_CRAWLERS must be an absolute URL, got "relay.example"',
+    ],
+    [
+      { PDS_CRAWLERS: Array.from({ length: 17 }, (_, i) => `https://r${i}.example`).join(",") },
+      "PDS_CRAWLERS names 17 relays, at most 16",
+    ],
     [
       { PDS_PASSWORD_HASH_CONCURRENCY: "0" },
       'PDS_PASSWORD_HASH_CONCURRENCY must be between 1 and 64, got "0"',

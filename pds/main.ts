@@ -6,6 +6,7 @@
  * without it, naming the variable: a generated secret would fail open, silently, in production.
  * Only `deno task dev` (`scripts/dev.ts`) uses {@link loadOrCreateJwtSecret}: a random secret
  * generated once, stored in `$DATA_DIR/pds_jwt_secret` (mode 0600) and reused, with a warning.
+ * Likewise `PDS_PLC_URL` must be set, to a PLC directory or to `off` ({@link requirePlcSetting}).
  *
  * @module
  */
@@ -27,6 +28,22 @@ export function requireJwtSecret(config: PdsConfig): string {
   throw new ConfigError(
     "PDS_JWT_SECRET is not set: the account host needs a secret of at least 16 characters " +
       "(only deno task dev generates a development one)",
+  );
+}
+
+/**
+ * Outside development `PDS_PLC_URL` must be set: to a PLC directory, or to `off` for a host
+ * whose DIDs are never published (docs/behaviour.md 10.4). Unset, accounts would get DIDs no one
+ * else can resolve without the operator having chosen it.
+ *
+ * @throws {ConfigError} naming `PDS_PLC_URL` when it is unset.
+ */
+export function requirePlcSetting(config: PdsConfig): void {
+  if (config.plcUrl !== null || config.plcOff) return;
+  throw new ConfigError(
+    "PDS_PLC_URL is not set: name the PLC directory new DIDs are published to " +
+      "(https://plc.directory for the public network), or off to keep them unpublished " +
+      "(only deno task dev runs without it)",
   );
 }
 
@@ -57,6 +74,7 @@ async function main(): Promise<void> {
   const config = loadPdsConfig(env);
   const log = createLogger("pds", { level: config.logLevel });
   const jwtSecret = requireJwtSecret(config);
+  requirePlcSetting(config);
   // The listeners go in before startup, which logs "account host listening": a signal sent on
   // that line must find them, not Deno's default (exit 130 without closing the store).
   let pds: { close(): Promise<void> } | null = null;

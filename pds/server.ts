@@ -29,6 +29,16 @@ import {
 import { commitSigner } from "./repo/signer.ts";
 import { BlobSweeper } from "./blobs/blob_gc.ts";
 import { AccountDeletionFinisher } from "./accounts/account_delete.ts";
+import { Crawlers } from "./sequencer/crawlers.ts";
+import { commitSyncEvent } from "./sequencer/sync_events.ts";
+
+/** Startup warning when `PDS_PLC_URL` is unset (development). */
+export const WARN_PLC_UNSET =
+  "PDS_PLC_URL is not set: DIDs are minted locally and not published to a PLC directory; " +
+  "no other network service can resolve them";
+/** Startup warning when `PDS_PLC_URL` is `off`. */
+export const WARN_PLC_OFF = "PDS_PLC_URL is off: DIDs are not published to a PLC directory; " +
+  "no other network service can resolve them";
 
 /** HKDF `info` of the service signing key; changing it changes the published key. */
 export const SERVICE_KEY_INFO = "pds/service-signing-key/v1";
@@ -84,9 +94,13 @@ export async function createPdsContext(opts: {
     exportGate: createExportGate(),
     stream: null,
   };
-  // Default wiring: every new account gets its empty initial commit.
+  // Default wiring: every new account gets its empty initial commit, then the #sync event of
+  // that commit (docs/behaviour.md 6.1 rule 10).
   if (opts.hooks === undefined) {
-    ctx.hooks.onAccountCreated = async (did) => void await initRepo(ctx, did);
+    ctx.hooks.onAccountCreated = async (did) => {
+      await initRepo(ctx, did);
+      await commitSyncEvent(ctx.kv, ctx.blocks, { did, nowMs: ctx.now() });
+    };
   }
   return ctx;
 }
@@ -182,6 +196,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
       ctx.log.warn("PDS_INVITE_REQUIRED is false: anyone can create an account");
     }
     if (config.corsOrigins === null) ctx.log.warn(WARN_CORS_UNSET);
+    if (config.plcUrl === null) ctx.log.warn(config.plcOff ? WARN_PLC_OFF : WARN_PLC_UNSET);
     // Only a KV file this server opened: a caller's store is the caller's to tune.
     checkpointer = opts.kv
       ? null
@@ -197,6 +212,13 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     // Deletions a killed process left half done (docs/operations.md "Operating a community").
     const deletions = new AccountDeletionFinisher({ kv, log: ctx.log.child("accounts") });
     deletions.start();
+    const crawlers = new Crawlers({
+      crawlers: config.crawlers,
+      publicUrl: config.publicUrl,
+      log: ctx.log.child("crawlers"),
+      now: () => ctx.now(),
+    });
+    crawlers.start(ctx.sequencer);
     app = createPdsApp(ctx);
     ctx.log.info("account host listening", {
       url,
@@ -208,6 +230,7 @@ export async function startPds(opts: StartPdsOptions = {}): Promise<RunningPds> 
     let closing: Promise<void> | null = null;
     const close = () => {
       closing ??= (async () => {
+        await crawlers.close();
         await stream.close();
         await sweeper.close();
         await deletions.close();

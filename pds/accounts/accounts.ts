@@ -1,6 +1,7 @@
 /**
- * Accounts: creation (handle checks, password hash, signing key, did:plc, invite redemption, all
- * committed in one Deno KV atomic operation) and lookups by DID, handle or login identifier.
+ * Accounts: creation (handle checks, password hash, signing key, did:plc published to the PLC
+ * directory when one is configured, invite redemption and the `#identity` and `#account` events,
+ * all committed in one Deno KV atomic operation) and lookups by DID, handle or login identifier.
  *
  * @module
  */
@@ -12,7 +13,11 @@ import { accountKey, handleKey, inviteKey, plcOpKey } from "../store/keys.ts";
 import { setAccountKeyPair } from "./account_keys.ts";
 import { type InviteCode, isInviteAvailable, redeemInvite } from "./invites.ts";
 import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "./password.ts";
-import { mintPlcDid } from "./plc.ts";
+import { loadPlcRotationKey, mintPlcDid, newPlcLog } from "./plc.ts";
+import { submitPlcOperation } from "./plc_directory.ts";
+import { commitFrameEvents } from "../sequencer/frame_events.ts";
+import { identityEventSpec } from "../sequencer/identity_events.ts";
+import { accountEventSpec } from "../sequencer/account_events.ts";
 
 /** Stored account. */
 export interface Account {
@@ -64,8 +69,6 @@ export const MAX_INVITE_CODE_LENGTH = 64;
 /** Shortest handle label in front of the domain. */
 export const MIN_HANDLE_LABEL = 3;
 
-const MAX_COMMIT_ATTEMPTS = 100;
-
 /** Input of {@link createAccount}. */
 export interface CreateAccountInput {
   handle: string;
@@ -81,13 +84,17 @@ export interface CreateAccountOptions {
 
 /**
  * Creates an account. When invites are required, the code is first read and an unusable one
- * refused before any costly work (key, signature, password hash); then the redemption
- * (conditional on the code existing, not disabled and `usedCount < maxUses`), the account, the
- * handle index, the signing key and the redemption log are one atomic operation, which alone
- * decides; on a failed check everything is re-read and retried, so a lost race either wins later
- * or fails with nothing consumed.
+ * refused before any costly work (key, signature, password hash). With a PLC directory
+ * (`PDS_PLC_URL`) the signed genesis operation is then submitted to it; a refusal fails the
+ * creation before anything is written. Then the redemption (conditional on the code existing,
+ * not disabled and `usedCount < maxUses`), the account, the handle index, the signing key, the
+ * operation log, the redemption log and the `#identity` and `#account` events are one atomic
+ * operation, which alone decides; on a failed check everything is re-read and retried, so a lost
+ * race either wins later or fails with nothing consumed (a DID the directory accepted for a
+ * handle lost in that race stays unused there).
  *
  * @throws {AccountError}
+ * @throws {PlcDirectoryError} the directory refused the genesis operation or did not answer
  */
 export async function createAccount(
   ctx: PdsContext,
@@ -108,8 +115,8 @@ export async function createAccount(
   }
 
   const keyPair = generateP256KeyPair();
-  const { did, op: plcOp } = mintPlcDid({
-    rotationKey: ctx.serviceKeys.keyPair,
+  const { did, op: genesis } = mintPlcDid({
+    rotationKey: await loadPlcRotationKey(ctx.kv),
     signingPublicKey: keyPair.publicKey,
     handle,
     pdsUrl: ctx.config.publicUrl,
@@ -121,32 +128,46 @@ export async function createAccount(
     passwordHash: await (opts.hashPassword ?? hashPassword)(input.password),
     createdAt,
   };
+  const directory = ctx.config.plcUrl;
+  if (directory !== null) {
+    // A taken handle fails here, before a DID is published for it. The directory's refusal
+    // (or silence) fails the creation with nothing written (docs/behaviour.md 10.4).
+    if ((await ctx.kv.get<string>(handleKey(handle))).value !== null) throw handleTaken(handle);
+    await submitPlcOperation(directory, did, genesis);
+  }
+  const plcLog = newPlcLog(genesis, directory);
 
-  for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
-    const [invite, owner] = ctx.config.inviteRequired
-      ? await ctx.kv.getMany<[InviteCode, string]>([inviteKey(code), handleKey(handle)])
-      : [null, await ctx.kv.get<string>(handleKey(handle))];
-    const op = ctx.kv.atomic();
-    if (invite !== null) {
+  // The account, its handle, key and operation log, the invite's redemption and the #identity
+  // and #account events announcing the account (docs/behaviour.md 6.1 rules 8-9) are one atomic
+  // operation at the next two seqs.
+  await commitFrameEvents<unknown>(ctx.kv, {
+    label: `Account creation for ${q(handle)}`,
+    nowMs: ctx.now(),
+    events: [identityEventSpec(did, handle), accountEventSpec(did, true)],
+    prepare: async () => {
+      const [invite, owner] = ctx.config.inviteRequired
+        ? await ctx.kv.getMany<[InviteCode, string]>([inviteKey(code), handleKey(handle)])
+        : [null, await ctx.kv.get<string>(handleKey(handle))];
       // Redemption first: the conditional increment of spec 4.1 rule 5.
-      if (!isInviteAvailable(invite.value)) {
+      if (invite !== null && !isInviteAvailable(invite.value)) {
         throw new AccountError("InvalidInviteCode", INVALID_INVITE_MESSAGE);
       }
-      redeemInvite(op, invite as Deno.KvEntry<InviteCode>, did, createdAt);
-    }
-    if (owner.value !== null) {
-      throw new AccountError("HandleNotAvailable", `Handle is already taken: ${q(handle)}`);
-    }
-    op.check(owner).set(owner.key, did)
-      .check({ key: accountKey(did), versionstamp: null }).set(accountKey(did), account)
-      .set(plcOpKey(did), plcOp);
-    setAccountKeyPair(op, did, keyPair);
-    if ((await op.commit()).ok) {
-      ctx.log.info("account created", { did, handle });
-      return account;
-    }
-  }
-  throw new Error(`Account creation for ${q(handle)} lost ${MAX_COMMIT_ATTEMPTS} commit races`);
+      if (owner.value !== null) throw handleTaken(handle);
+      return (op) => {
+        if (invite !== null) redeemInvite(op, invite as Deno.KvEntry<InviteCode>, did, createdAt);
+        op.check(owner).set(owner.key, did)
+          .check({ key: accountKey(did), versionstamp: null }).set(accountKey(did), account)
+          .set(plcOpKey(did), plcLog);
+        setAccountKeyPair(op, did, keyPair);
+      };
+    },
+  });
+  ctx.log.info("account created", { did, handle, plcDirectory: directory });
+  return account;
+}
+
+function handleTaken(handle: string): AccountError {
+  return new AccountError("HandleNotAvailable", `Handle is already taken: ${q(handle)}`);
 }
 
 /** Normalises and checks a requested handle; returns the lower-case handle. */

@@ -1,12 +1,13 @@
 /**
- * `#account` events (docs/protocol.md 6.2): sequenced in the durable stream like commits, in one
+ * `#account` events (docs/protocol.md 6.2): sent when an account is created (active) and on every
+ * status change; sequenced in the durable stream like commits, in one
  * Deno KV atomic operation with the change they announce (the account record's new status), as a
  * whole frame (`frame_events.ts`).
  *
  * @module
  */
 
-import { commitFrameEvent } from "./frame_events.ts";
+import { commitFrameEvent, type FrameEventSpec } from "./frame_events.ts";
 
 /** Frame type of account events. */
 export const ACCOUNT_FRAME_TYPE = "#account";
@@ -25,6 +26,27 @@ export interface AccountEvent {
 }
 
 /**
+ * The `#account` event of `did`, for `commitFrameEvents`: `{active: true}` for an active account,
+ * else `{active: false, status}`.
+ */
+export function accountEventSpec(
+  did: string,
+  active: boolean,
+  status?: AccountEventStatus,
+): FrameEventSpec<AccountEvent> {
+  return {
+    type: ACCOUNT_FRAME_TYPE,
+    build: (seq, time) => ({
+      seq,
+      did,
+      time,
+      active,
+      ...(status === undefined ? {} : { status }),
+    }),
+  };
+}
+
+/**
  * Commits `fill`'s mutations with an `#account` event for `did` at the next seq
  * ({@link commitFrameEvent}). `prepare` returns the operation's fill, or null to give up without
  * writing (nothing to change). Resolves to the event, or null when `prepare` gave up.
@@ -40,16 +62,9 @@ export function commitAccountEvent(
   },
 ): Promise<AccountEvent | null> {
   return commitFrameEvent<AccountEvent>(kv, {
-    type: ACCOUNT_FRAME_TYPE,
+    ...accountEventSpec(opts.did, opts.active, opts.status),
     label: `Account event for ${opts.did}`,
     nowMs: opts.nowMs,
     prepare: opts.prepare,
-    build: (seq, time) => ({
-      seq,
-      did: opts.did,
-      time,
-      active: opts.active,
-      ...(opts.status === undefined ? {} : { status: opts.status }),
-    }),
   });
 }

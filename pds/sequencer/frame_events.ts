@@ -1,6 +1,6 @@
 /**
- * Events sequenced as whole frames (`#account`, `#identity`; docs/protocol.md 6.2): at the next
- * seq, in one Deno KV atomic operation with the change they announce, checked against the seq
+ * Events sequenced as whole frames (`#account`, `#identity`, `#sync`; docs/protocol.md 6.2): at
+ * the next seq, in one Deno KV atomic operation with the change they announce, checked against the seq
  * head's versionstamp exactly as the sequencer checks it. Written without the in-process
  * {@link Sequencer} queue, so the operator's command line (another process on the same store)
  * uses the very same code; the sequencer of a running host sees the head moved, re-reads it and
@@ -17,6 +17,12 @@ import { retryWhileLocked } from "./sequencer.ts";
 
 /** How long to keep trying while other writers move the seq head (as the sequencer). */
 const RETRY_MS = 5_000;
+
+/** One event of {@link commitFrameEvents}: its frame type and its body at a seq and time. */
+export interface FrameEventSpec<E> {
+  type: string;
+  build: (seq: number, time: string) => E;
+}
 
 /**
  * Commits `fill`'s mutations with the event `build(seq, time)` of frame type `type` at the next
@@ -35,19 +41,45 @@ export async function commitFrameEvent<E>(
     prepare: () => Promise<((op: Deno.AtomicOperation) => void) | null>;
   },
 ): Promise<E | null> {
+  const events = await commitFrameEvents<E>(kv, {
+    label: opts.label,
+    nowMs: opts.nowMs,
+    events: [{ type: opts.type, build: opts.build }],
+    prepare: opts.prepare,
+  });
+  return events === null ? null : events[0];
+}
+
+/**
+ * {@link commitFrameEvent} for several events at consecutive seqs, in the order given, in the
+ * one atomic operation of `fill` (an account's creation: `#identity` then `#account`).
+ */
+export async function commitFrameEvents<E>(
+  kv: Deno.Kv,
+  opts: {
+    label: string;
+    nowMs: number;
+    events: FrameEventSpec<E>[];
+    prepare: () => Promise<((op: Deno.AtomicOperation) => void) | null>;
+  },
+): Promise<E[] | null> {
   const deadline = Date.now() + RETRY_MS;
   for (let attempt = 0;; attempt++) {
     const fill = await opts.prepare();
     if (fill === null) return null;
     const head = await retryWhileLocked(() => kv.get<number>(seqHeadKey()));
-    const seq = (head.value ?? 0) + 1;
-    const event = opts.build(seq, new Date(opts.nowMs).toISOString());
+    const first = (head.value ?? 0) + 1;
+    const time = new Date(opts.nowMs).toISOString();
     const op = kv.atomic();
     fill(op);
+    const events = opts.events.map((spec, i) => {
+      const event = spec.build(first + i, time);
+      op.set(seqEventChunkKey(first + i, 0), encodeFrame({ op: 1, t: spec.type }, event));
+      return event;
+    });
     op.check({ key: seqHeadKey(), versionstamp: head.versionstamp })
-      .set(seqHeadKey(), seq)
-      .set(seqEventChunkKey(seq, 0), encodeFrame({ op: 1, t: opts.type }, event));
-    if ((await retryWhileLocked(() => op.commit())).ok) return event;
+      .set(seqHeadKey(), first + opts.events.length - 1);
+    if ((await retryWhileLocked(() => op.commit())).ok) return events;
     if (Date.now() > deadline) {
       throw new Error(`${opts.label} lost ${attempt + 1} commit races`);
     }

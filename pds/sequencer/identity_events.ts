@@ -1,13 +1,13 @@
 /**
  * `#identity` events (docs/protocol.md 6.2; docs/behaviour.md 6.1 rule 9): "resolve this DID
- * again", with the account's handle. Sequenced in the durable stream like commits, in one Deno KV
+ * again", with the account's handle: sent when an account is created and when its handle changes. Sequenced in the durable stream like commits, in one Deno KV
  * atomic operation with the change they announce (the handle), as a whole frame
  * (`frame_events.ts`).
  *
  * @module
  */
 
-import { commitFrameEvent } from "./frame_events.ts";
+import { commitFrameEvent, type FrameEventSpec } from "./frame_events.ts";
 
 /** Frame type of identity events. */
 export const IDENTITY_FRAME_TYPE = "#identity";
@@ -19,6 +19,11 @@ export interface IdentityEvent {
   time: string;
   /** The account's current handle. */
   handle: string;
+}
+
+/** The `#identity` event of `did` with `handle`, for `commitFrameEvents`. */
+export function identityEventSpec(did: string, handle: string): FrameEventSpec<IdentityEvent> {
+  return { type: IDENTITY_FRAME_TYPE, build: (seq, time) => ({ seq, did, time, handle }) };
 }
 
 /**
@@ -36,11 +41,10 @@ export async function commitIdentityEvent(
   },
 ): Promise<IdentityEvent> {
   const event = await commitFrameEvent<IdentityEvent>(kv, {
-    type: IDENTITY_FRAME_TYPE,
+    ...identityEventSpec(opts.did, opts.handle),
     label: `Identity event for ${opts.did}`,
     nowMs: opts.nowMs,
     prepare: opts.prepare,
-    build: (seq, time) => ({ seq, did: opts.did, time, handle: opts.handle }),
   });
   return event!; // prepare never gives up
 }

@@ -31,30 +31,31 @@ Deno.test("events older than the retention window are pruned; an older cursor ge
     now: clock.now,
   });
   const w = await signUp(s.url, "retained.test");
-  await writePosts(s.ctx, w.did, 4); // seqs 1-5
+  // Seqs 1-4: the sign-up's #identity, #account, first commit and #sync.
+  await writePosts(s.ctx, w.did, 4); // seqs 5-8
   clock.advance(2 * DAY_MS);
-  await writePosts(s.ctx, w.did, 3); // seqs 6-8
+  await writePosts(s.ctx, w.did, 3); // seqs 9-11
   await s.ctx.stream!.retention.runOnce();
-  assert.equal(await readOldestSeq(s.ctx.kv), 6);
-  assert.equal(await readHeadSeq(s.ctx.kv), 8);
+  assert.equal(await readOldestSeq(s.ctx.kv), 9);
+  assert.equal(await readHeadSeq(s.ctx.kv), 11);
   assert.equal(await pruneEvents(s.ctx.kv, { retentionDays: 1, now: clock.now() }), 0);
   assert.ok(s.lines.some((l) => JSON.parse(l).msg === "pruned old stream events"));
 
   const outdated = await StreamClient.connect(s.url, 2);
-  await outdated.waitForSeq(8);
+  await outdated.waitForSeq(11);
   assert.deepEqual(outdated.frames[0].header, { op: 1, t: "#info" });
   assert.deepEqual(outdated.frames[0].body, {
     name: "OutdatedCursor",
-    message: "Cursor 2 is older than the oldest kept event 6: replaying from there",
+    message: "Cursor 2 is older than the oldest kept event 9: replaying from there",
   });
-  assert.deepEqual(outdated.commitSeqs, [6, 7, 8]);
+  assert.deepEqual(outdated.commitSeqs, [9, 10, 11]);
   assert.equal(outdated.frames.length, 4);
 
-  for (const cursor of [0, 5]) {
+  for (const cursor of [0, 8]) {
     const client = await StreamClient.connect(s.url, cursor);
-    await client.waitForSeq(8);
+    await client.waitForSeq(11);
     assert.deepEqual(client.frames.map((f) => f.header.t), ["#commit", "#commit", "#commit"]);
-    assert.deepEqual(client.commitSeqs, [6, 7, 8]);
+    assert.deepEqual(client.commitSeqs, [9, 10, 11]);
     await client.close();
   }
   await outdated.close();
@@ -67,19 +68,19 @@ Deno.test("when every event has aged out, the head stays, the next commit takes 
     now: clock.now,
   });
   const w = await signUp(s.url, "aged.test");
-  await writePosts(s.ctx, w.did, 2); // seqs 1-3
+  await writePosts(s.ctx, w.did, 2); // seqs 5-6, after the sign-up's four events
   clock.advance(2 * DAY_MS);
-  assert.equal(await pruneEvents(s.ctx.kv, { retentionDays: 1, now: clock.now() }), 3);
+  assert.equal(await pruneEvents(s.ctx.kv, { retentionDays: 1, now: clock.now() }), 6);
   assert.equal(await readOldestSeq(s.ctx.kv), null);
-  assert.equal(await readHeadSeq(s.ctx.kv), 3);
+  assert.equal(await readHeadSeq(s.ctx.kv), 6);
 
   const client = await StreamClient.connect(s.url, 1);
   await waitFor(() => client.frames.length === 1);
   assert.equal(client.frames[0].body.name, "OutdatedCursor");
   await waitFor(() => s.ctx.stream!.broadcaster.subscriberCount === 1);
   await writePosts(s.ctx, w.did, 1);
-  await client.waitForSeq(4);
-  assert.deepEqual(client.commitSeqs, [4]);
+  await client.waitForSeq(7);
+  assert.deepEqual(client.commitSeqs, [7]);
   await client.close();
 });
 

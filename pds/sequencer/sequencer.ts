@@ -18,7 +18,7 @@ import { decodeCbor } from "../../shared/cbor.ts";
 import type { CID } from "../../shared/cid.ts";
 import { CborWriter } from "../repo/cbor_writer.ts";
 import { seqEventChunkKey, seqHeadKey } from "../store/keys.ts";
-import { readEventBodies } from "./event_log.ts";
+import { isStoredFrame, readEventBodies } from "./event_log.ts";
 
 /** One record operation of a commit event (docs/protocol.md 6.2 `repoOp`). */
 export interface CommitEventOp {
@@ -265,11 +265,14 @@ export class Sequencer {
   }
 
   /**
-   * Reads stored events with seq greater than `after`, in order, at most `limit` of them.
+   * Reads the stored commit events with seq greater than `after`, in order, among at most
+   * `limit` stored events: the events stored as whole frames (`#identity`, `#account`, `#sync`)
+   * are left out.
    */
   async readEvents(after: number, limit = 500): Promise<SequencedCommit[]> {
     const stored = await readEventBodies(this.#kv, after, limit);
-    return stored.map(({ seq, body }) => ({ seq, event: decodeEvent(body), body }));
+    return stored.filter(({ body }) => !isStoredFrame(body))
+      .map(({ seq, body }) => ({ seq, event: decodeEvent(body), body }));
   }
 
   async #readHead(): Promise<{ seq: number; versionstamp: string | null }> {

@@ -74,9 +74,10 @@ Deno.test("admin account takedown sequences an #account frame, locks the account
   try {
     const down = await admin(s, "account", "takedown", "alice.test", "--reason", "spam");
     assert.equal(down.code, 0, down.err.join("\n"));
+    // Seqs 1-4 are the sign-up's #identity, #account, first #commit and #sync; 5 the post.
     assert.match(
       down.out[0],
-      /^Took down alice\.test \(did:plc:[a-z2-7]{24}\); #account event seq 3$/,
+      /^Took down alice\.test \(did:plc:[a-z2-7]{24}\); #account event seq 6$/,
     );
 
     // The store, XRPC and the stream.
@@ -87,7 +88,7 @@ Deno.test("admin account takedown sequences an #account frame, locks the account
     const [frame] = accountFrames(live);
     assert.deepEqual(Object.keys(frame).sort(), ["active", "did", "seq", "status", "time"]);
     assert.equal(frame.did, alice.did);
-    assert.equal(frame.seq, 3);
+    assert.equal(frame.seq, 6);
     assert.equal(frame.active, false);
     assert.equal(frame.status, "takendown");
 
@@ -127,7 +128,7 @@ Deno.test("admin account takedown sequences an #account frame, locks the account
     await waitFor(() => accountFrames(live).length === 2, { message: "second #account frame" });
     assert.deepEqual(
       { ...accountFrames(live)[1], time: "-" },
-      { did: alice.did, seq: 4, time: "-", active: true },
+      { did: alice.did, seq: 7, time: "-", active: true },
     );
     assert.equal(((await getAccount(s.ctx.kv, alice.did)) as AccountWithStatus).status, undefined);
     const login = await answer(xrpcPost(s.url, "com.atproto.server.createSession", {
@@ -159,12 +160,21 @@ Deno.test("admin account takedown sequences an #account frame, locks the account
   // A consumer replaying from the start gets the same frames, in seq order.
   const replay = await StreamClient.connect(s.url, 0);
   try {
-    await waitFor(() => replay.frames.length >= 5, { message: "replayed frames" });
+    await waitFor(() => replay.frames.length >= 8, { message: "replayed frames" });
     assert.deepEqual(
       replay.frames.map((f) => [f.header.t, f.body.seq]),
-      [["#commit", 1], ["#commit", 2], ["#account", 3], ["#account", 4], ["#commit", 5]],
+      [
+        ["#identity", 1],
+        ["#account", 2],
+        ["#commit", 3],
+        ["#sync", 4],
+        ["#commit", 5],
+        ["#account", 6],
+        ["#account", 7],
+        ["#commit", 8],
+      ],
     );
-    assert.deepEqual(decodeFrame(replay.raw[2]).body.status, "takendown");
+    assert.deepEqual(decodeFrame(replay.raw[5]).body.status, "takendown");
   } finally {
     await replay.close();
   }
@@ -185,7 +195,7 @@ Deno.test("deactivateAccount hides the member's repository and refuses writes un
     await waitFor(() => accountFrames(live).length === 1, { message: "#account frame" });
     assert.deepEqual({ ...accountFrames(live)[0], time: "-" }, {
       did: bob.did,
-      seq: 3,
+      seq: 6, // after the sign-up's four events and the post
       time: "-",
       active: false,
       status: "deactivated",

@@ -7,6 +7,7 @@
 
 import type { Context, ErrorHandler, Hono, NotFoundHandler } from "hono";
 import type { Logger } from "../../shared/log.ts";
+import { PlcDirectoryError } from "../accounts/plc_directory.ts";
 
 /** HTTP statuses an XRPC error may carry. */
 export type XrpcStatus =
@@ -63,13 +64,22 @@ export function xrpcErrorResponse(
 }
 
 /**
- * The `onError` handler: `XrpcError` as is; Hono `HTTPException`s (for example a body limit) by
- * their status; anything else logged and answered with a generic 500 that leaks nothing.
+ * The `onError` handler: `XrpcError` as is; a PLC directory's refusal as 502 `UpstreamFailure`
+ * (504 `UpstreamTimeout` when it did not answer); Hono `HTTPException`s (for example a body limit)
+ * by their status; anything else logged and answered with a generic 500 that leaks nothing.
  */
 export function handleXrpcError(log: Logger): ErrorHandler {
   return (err, c) => {
     if (err instanceof XrpcError) {
       return xrpcErrorResponse(c, err.status, err.error, err.message, err.headers);
+    }
+    if (err instanceof PlcDirectoryError) {
+      // The PLC directory refused or did not answer (docs/behaviour.md 10.4): its answer is the
+      // message, so the operator and the client see why.
+      log.warn("PLC directory failure", { path: c.req.path, error: err.message });
+      return err.kind === "timeout"
+        ? xrpcErrorResponse(c, 504, "UpstreamTimeout", err.message)
+        : xrpcErrorResponse(c, 502, "UpstreamFailure", err.message);
     }
     if (isHttpException(err) && err.status >= 400 && err.status < 500) {
       const status = err.status as XrpcStatus;

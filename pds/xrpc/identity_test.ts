@@ -9,7 +9,12 @@ import { encodeCbor } from "../../shared/cbor.ts";
 import { base64url } from "jose";
 import { verifySignature } from "@atproto/crypto";
 import { createTestApp, signUp, xrpcGet, xrpcPost } from "../_test_helpers.ts";
-import { plcDidForOperation, type PlcOperation } from "../accounts/plc.ts";
+import {
+  loadPlcRotationKey,
+  plcDidForOperation,
+  type PlcLog,
+  plcOperationCid,
+} from "../accounts/plc.ts";
 import { plcOpKey } from "../store/keys.ts";
 
 Deno.test("did.json publishes the service key as 0x80 0x12 + x + y (spec 5.1)", async () => {
@@ -102,24 +107,28 @@ Deno.test("resolveDid serves the account's DID document with its own signing key
   assert.equal((await unknown.json()).error, "DidNotFound");
 });
 
-Deno.test("the account DID is derived from its signed PLC genesis op, signed by the service key", async () => {
+Deno.test("the account DID is derived from its signed PLC genesis op, signed by the host's PLC rotation key", async () => {
   await using t = await createTestApp();
   const { did } = await signUp(t.app, "wren.test");
-  const op = (await t.ctx.kv.get<PlcOperation>(plcOpKey(did))).value;
-  assert.ok(op);
+  const log = (await t.ctx.kv.get<PlcLog>(plcOpKey(did))).value;
+  assert.ok(log);
+  const op = log.genesis;
+  assert.deepEqual(log.last, op);
+  assert.equal(log.lastCid, plcOperationCid(op));
+  assert.equal(log.ops, 1);
+  assert.equal(log.publishedTo, null); // no PDS_PLC_URL: minted locally
   assert.equal(plcDidForOperation(op), did);
   assert.equal(op.prev, null);
   assert.deepEqual(op.alsoKnownAs, ["at://wren.test"]);
   const keyPair = await t.ctx.accountKeys.get(did);
   assert.equal(op.verificationMethods.atproto, `did:key:${encodeMultikey(keyPair!.publicKey)}`);
-  assert.deepEqual(op.rotationKeys, [
-    `did:key:${encodeMultikey(t.ctx.serviceKeys.keyPair.publicKey)}`,
-  ]);
+  // The rotation key is the host's own, kept in the store, not the token key.
+  const rotation = await loadPlcRotationKey(t.ctx.kv);
+  assert.deepEqual(op.rotationKeys, [`did:key:${encodeMultikey(rotation.publicKey)}`]);
+  assert.notDeepEqual(rotation.publicKey, t.ctx.serviceKeys.keyPair.publicKey);
   const { sig, ...unsigned } = op;
   assert.match(sig, /^[A-Za-z0-9_-]{86}$/);
-  assert.ok(
-    verifyCompact(t.ctx.serviceKeys.keyPair.publicKey, encodeCbor(unsigned), base64url.decode(sig)),
-  );
+  assert.ok(verifyCompact(rotation.publicKey, encodeCbor(unsigned), base64url.decode(sig)));
   // An independent verifier (the reference crypto library) accepts the genesis signature too.
   assert.equal(
     await verifySignature(op.rotationKeys[0], encodeCbor(unsigned), base64url.decode(sig)),

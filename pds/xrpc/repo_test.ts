@@ -39,14 +39,14 @@ async function appWithAccount(handle = "alice.test") {
   return { t, session, auth: bearer(session.accessJwt) };
 }
 
-Deno.test("account creation writes the initial empty commit with seq 1", async () => {
+Deno.test("account creation writes the initial empty commit with seq 3, after its #identity and #account", async () => {
   const { t, session } = await appWithAccount();
   await using _ = t;
   const res = await xrpcGet(t.app, `com.atproto.sync.getLatestCommit?did=${session.did}`);
   assert.equal(res.status, 200);
   const latest = await res.json();
   const [event] = await t.ctx.sequencer.readEvents(0);
-  assert.equal(event.seq, 1);
+  assert.equal(event.seq, 3);
   assert.equal(event.event.repo, session.did);
   assert.equal(event.event.rev, latest.rev);
   assert.equal(event.event.commit.toString(), latest.cid);
