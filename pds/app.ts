@@ -14,6 +14,7 @@ import { identityRoutes, wellKnownRoutes } from "./xrpc/identity.ts";
 import { serverRoutes } from "./xrpc/server.ts";
 import { accountSecurityRoutes } from "./xrpc/account_security.ts";
 import { moderationRoutes } from "./xrpc/moderation.ts";
+import { recordTakedownRoutes } from "./xrpc/record_takedowns.ts";
 import { repoRoutes } from "./xrpc/repo.ts";
 import { syncRoutes } from "./xrpc/sync.ts";
 import { accountStateRoutes } from "./xrpc/account_state.ts";
@@ -47,6 +48,7 @@ export function createPdsApp(ctx: PdsContext): Hono<PdsEnv> {
   app.route("/", accountSecurityRoutes(ctx));
   app.route("/", identityRoutes(ctx));
   app.route("/", moderationRoutes(ctx));
+  app.route("/", recordTakedownRoutes(ctx));
   app.route("/", repoRoutes(ctx));
   app.route("/", syncRoutes(ctx));
   app.route("/", accountStateRoutes(ctx));

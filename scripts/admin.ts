@@ -10,6 +10,9 @@
  * deno task admin account delete <handle|DID>
  * deno task admin reports list [--all]
  * deno task admin reports resolve <id> [--note TEXT]
+ * deno task admin record takedown <at-uri> [--reason TEXT]
+ * deno task admin record restore <at-uri>
+ * deno task admin record list [--limit N] [--cursor AT-URI]
  * ```
  *
  * Every command takes `--help`. Exit codes: 0 success, 1 failure (for example an unknown account
@@ -36,6 +39,15 @@ import {
   resolveReport,
 } from "../pds/moderation/reports.ts";
 import {
+  listRecordTakedowns,
+  MAX_TAKEDOWN_REASON,
+  parseRecordUri,
+  RecordTakedownError,
+  restoreRecord,
+  standaloneTakedownDeps,
+  takeDownRecord,
+} from "../pds/moderation/record_takedown.ts";
+import {
   type CliIo,
   CliUsageError,
   openStoreForCli,
@@ -55,6 +67,9 @@ const USAGES = {
   "account delete": "admin account delete <handle|DID>",
   "reports list": "admin reports list [--all]",
   "reports resolve": "admin reports resolve <id> [--note <text>]",
+  "record takedown": "admin record takedown <at-uri> [--reason <text>]",
+  "record restore": "admin record restore <at-uri>",
+  "record list": "admin record list [--limit <n>] [--cursor <at-uri>]",
 } as const;
 
 type CommandName = keyof typeof USAGES;
@@ -79,6 +94,17 @@ const HELP: Record<CommandName, string> = {
     "reason type, subject (DID or AT-URI), reason and the operator's note. Open ones only " +
     "unless --all.",
   "reports resolve": "Marks a report resolved, with an optional note for the record.",
+  "record takedown": "Takes one record down: a commit signed with the account's key deletes it " +
+    "from its repository, so the index and every other consumer drop it (and correct their " +
+    "counts), and the account host keeps its exact bytes for a restore. Its author sees it as " +
+    "removed by the operator, with the reason (so write it for them; at most " +
+    `${MAX_TAKEDOWN_REASON} characters). The URI's authority may be a handle or a DID.`,
+  "record restore": "Writes a taken-down record back by a commit, with the same bytes, CID and " +
+    "URI, and drops the hold; refused when a record now exists at that path.",
+  "record list": "Lists the records taken down, by URI: URI, CID, taken down, state (held, or " +
+    "pending: the takedown was interrupted before its commit, run it again) and reason " +
+    `(${DEFAULT_LIMIT} a page by default, at most ${MAX_LIMIT}); the next page's cursor is ` +
+    "printed last.",
 };
 
 const USAGE = `Usage:\n${Object.values(USAGES).map((u) => `  ${u}`).join("\n")}`;
@@ -89,7 +115,10 @@ type Command =
   | { name: "account reset-password" | "account delete"; account: string }
   | { name: "account takedown" | "account restore"; account: string; reason?: string }
   | { name: "reports list"; all: boolean }
-  | { name: "reports resolve"; id: number; note?: string };
+  | { name: "reports resolve"; id: number; note?: string }
+  | { name: "record takedown"; uri: string; reason?: string }
+  | { name: "record restore"; uri: string }
+  | { name: "record list"; limit: number; cursor?: string };
 
 /** Runs the command line; returns the exit code. Output goes to `out`/`err` (lines). */
 export async function runAdminCli(
@@ -191,6 +220,68 @@ async function runCommand(
       io.out(`Resolved report ${resolved.id}`);
       return 0;
     }
+    case "record takedown":
+    case "record restore":
+    case "record list":
+      return await runRecordCommand(kv, command, io);
+  }
+}
+
+/** `record takedown` / `restore` / `list` (docs/behaviour.md 4.1 rule 15). */
+async function runRecordCommand(
+  kv: Deno.Kv,
+  command: Extract<Command, { name: `record ${string}` }>,
+  io: CliIo,
+): Promise<number> {
+  if (command.name === "record list") {
+    const page = await listRecordTakedowns(kv, command);
+    io.out(["uri", "cid", "taken_down", "state", "reason"].join("\t"));
+    for (const t of page.takedowns) {
+      const reason = t.reason === undefined ? "-" : JSON.stringify(t.reason);
+      io.out([t.uri, t.cid, t.createdAt, t.pending ? "pending" : "held", reason].join("\t"));
+    }
+    if (page.cursor !== null) io.out(`next page: --cursor ${page.cursor}`);
+    return 0;
+  }
+  // The commit is signed here, with the account's key, like any commit of the write path.
+  const deps = standaloneTakedownDeps(kv);
+  try {
+    if (command.name === "record restore") {
+      const restored = await restoreRecord(deps, command.uri);
+      io.out(
+        restored.commit === null
+          ? `Restored ${restored.uri} (${restored.cid}): it was still in the repository; the ` +
+            "hold is dropped"
+          : `Restored ${restored.uri} (${restored.cid}); commit rev ${restored.commit.rev}, ` +
+            `seq ${restored.commit.seq}`,
+      );
+      return 0;
+    }
+    const result = await takeDownRecord(deps, command.uri, { reason: command.reason });
+    if (result.status === "already") {
+      io.out(`${result.uri} is already taken down (since ${result.hold.createdAt})`);
+      return 0;
+    }
+    io.out(
+      `Took down ${result.uri} (${result.cid}); commit rev ${result.commit.rev}, ` +
+        `seq ${result.commit.seq}`,
+    );
+    if (result.replaced !== undefined) {
+      io.out(`The version taken down before at that path (${result.replaced}) is no longer kept`);
+    }
+    if (!result.compacted) {
+      io.out(
+        "The repository changed during its compaction: run deno task compact to remove the " +
+          "record's block from the store",
+      );
+    }
+    return 0;
+  } catch (err) {
+    if (!(err instanceof RecordTakedownError)) throw err;
+    io.err(`admin: ${err.message}`);
+    return 1;
+  } finally {
+    await deps.close();
   }
 }
 
@@ -321,6 +412,51 @@ function parseCommand(args: string[]): Command {
         );
       }
       return { name: known, id: Number(rest[0]), note: values.note };
+    }
+    case "record takedown":
+    case "record restore": {
+      only(known === "record takedown" ? ["reason"] : []);
+      if (rest.length !== 1) throw new CliUsageError(`${sub} takes exactly one AT-URI`, usage);
+      const uri = rest[0].trim();
+      try {
+        parseRecordUri(uri);
+      } catch (e) {
+        throw new CliUsageError((e as Error).message, usage);
+      }
+      if (values.reason !== undefined && values.reason.length > MAX_TAKEDOWN_REASON) {
+        throw new CliUsageError(
+          `--reason is longer than ${MAX_TAKEDOWN_REASON} characters (${values.reason.length})`,
+          usage,
+        );
+      }
+      return known === "record takedown"
+        ? { name: known, uri, reason: values.reason }
+        : { name: known, uri };
+    }
+    case "record list": {
+      only(["limit", "cursor"]);
+      if (rest.length > 0) {
+        throw new CliUsageError(`unexpected argument ${JSON.stringify(rest[0])}`, usage);
+      }
+      if (values.cursor !== undefined) {
+        let authority = "";
+        try {
+          authority = parseRecordUri(values.cursor).authority;
+        } catch (e) {
+          throw new CliUsageError(`--cursor: ${(e as Error).message}`, usage);
+        }
+        if (!authority.startsWith("did:")) {
+          throw new CliUsageError(
+            `--cursor must be a URI as listed (with a DID), got ${JSON.stringify(values.cursor)}`,
+            usage,
+          );
+        }
+      }
+      return {
+        name: known,
+        limit: values.limit === undefined ? DEFAULT_LIMIT : limit(values.limit, usage),
+        cursor: values.cursor,
+      };
     }
   }
 }

@@ -37,6 +37,9 @@ import {
   passwordResetAccountKey,
   passwordResetKey,
   plcOpKey,
+  recordTakedownBlobPrefix,
+  recordTakedownCidPrefix,
+  recordTakedownPrefix,
   refreshTokenKey,
   repoBlocksPrefix,
   repoRecordPrefix,
@@ -292,6 +295,10 @@ async function* blobKeysOf(kv: Deno.Kv, did: string): AsyncGenerator<Deno.KvKey>
   for (const table of ["blob", "blob_chunk", "blob_upload", "blob_ref"]) {
     yield* listKeys(kv, [table, did]);
   }
+  // The records the operator took down, held for a restore that can no longer happen.
+  yield* listKeys(kv, recordTakedownPrefix(did));
+  yield* listKeys(kv, recordTakedownBlobPrefix(did));
+  yield* listKeys(kv, recordTakedownCidPrefix(did));
 }
 
 /** Logins are keyed by token and family, not by account: one pass over them all. */

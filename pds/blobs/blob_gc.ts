@@ -12,6 +12,12 @@
  * atomic operation, so a reference made between our look at the references and our delete makes
  * the delete fail instead of leaving a record pointing at nothing.
  *
+ * A record the operator took down is held with its blobs (`moderation/record_takedown.ts`, a
+ * `recordTakedownBlobKey` per blob): such a blob is kept like a referenced one, for the record's
+ * restore, but not served ({@link blobIsReferenced} counts only live records). Storing a hold
+ * rewrites the blob's metadata like a referencing commit does, with the same effect on a deletion
+ * racing it.
+ *
  * The chunks of an upload interrupted before its metadata was written (a crash between the two
  * atomic operations of a large blob, `blob_store.ts`) are found by their upload marker and
  * deleted after the same grace time ({@link sweepInterruptedUploads}).
@@ -32,6 +38,7 @@ import {
   blobUploadKey,
   blobUploadPrefix,
   kvKeyBytes,
+  recordTakedownBlobPrefix,
   repoRecordAllPrefix,
 } from "../store/keys.ts";
 import { type BlobMeta, MAX_BLOB_CHUNKS } from "./blob_store.ts";
@@ -64,6 +71,13 @@ async function hasBlobRef(kv: Deno.Kv, did: string, cid: string): Promise<boolea
   return false;
 }
 
+/** Whether a record the operator took down, held for its restore, references blob `cid`. */
+async function hasBlobHold(kv: Deno.Kv, did: string, cid: string): Promise<boolean> {
+  const holds = kv.list({ prefix: recordTakedownBlobPrefix(did, cid) }, { limit: 1 });
+  for await (const _ of holds) return true;
+  return false;
+}
+
 /** Stores whose reference index is known to be built (it is never unbuilt). */
 const indexBuilt = new WeakSet<Deno.Kv>();
 
@@ -83,8 +97,9 @@ export async function blobIsReferenced(kv: Deno.Kv, did: string, cid: string): P
 }
 
 /**
- * Deletes blob `cid` of `did` when no record references it (and, with `storedBefore`, only when
- * it was stored before that time) and no upload of it is half stored. True when it was deleted.
+ * Deletes blob `cid` of `did` when no record references it, no record taken down by the operator
+ * is held with it (and, with `storedBefore`, only when it was stored before that time) and no
+ * upload of it is half stored. True when it was deleted.
  */
 export async function deleteBlobIfUnreferenced(
   kv: Deno.Kv,
@@ -97,7 +112,7 @@ export async function deleteBlobIfUnreferenced(
   if (opts.storedBefore !== undefined && !(Date.parse(meta.value.createdAt) < opts.storedBefore)) {
     return false;
   }
-  if (await hasBlobRef(kv, did, cid)) return false;
+  if (await hasBlobRef(kv, did, cid) || await hasBlobHold(kv, did, cid)) return false;
   // No upload of the same bytes may be half stored: its first operation has written chunks
   // this deletion would take, and its second would then publish a blob missing them.
   const op = kv.atomic().check(meta).check({ key: blobUploadKey(did, cid), versionstamp: null })

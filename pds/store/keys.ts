@@ -31,18 +31,9 @@ export function accountSigningKeyKey(did: string): Deno.KvKey {
   return ["account_key", did];
 }
 
-/**
- * The account's did:plc operation log (`PlcLog` of `accounts/plc.ts`: genesis, last operation
- * and its CID, whether a directory accepted it); accounts created before it was kept hold their
- * signed genesis operation alone.
- */
+/** The account's signed did:plc genesis operation. */
 export function plcOpKey(did: string): Deno.KvKey {
   return ["plc_op", did];
-}
-
-/** The account host's did:plc rotation key pair (generated once, `accounts/plc.ts`). */
-export function plcRotationKeyKey(): Deno.KvKey {
-  return ["plc_rotation_key"];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,6 +135,49 @@ export function reportPrefix(): Deno.KvKey {
 /** The last report id given out (a number; checked by versionstamp). */
 export function reportSeqKey(): Deno.KvKey {
   return ["report_seq"];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record takedowns (owner: moderation)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A record the operator took down, held for its restore: `{uri, cid, bytes, reason?, createdAt,
+ * blobs}` (`moderation/record_takedown.ts`).
+ */
+export function recordTakedownKey(did: string, collection: string, rkey: string): Deno.KvKey {
+  return ["record_takedown", did, collection, rkey];
+}
+
+/** Prefix of the held records of one account, or of every account (listing). */
+export function recordTakedownPrefix(did?: string): Deno.KvKey {
+  return did === undefined ? ["record_takedown"] : ["record_takedown", did];
+}
+
+/**
+ * Blob `cid` of `did` is referenced by the held record at `path` (`collection/rkey`): the blob
+ * garbage collection keeps it (value `true`); `getBlob` does not count it as a reference.
+ */
+export function recordTakedownBlobKey(did: string, cid: string, path: string): Deno.KvKey {
+  return ["record_takedown_blob", did, cid, path];
+}
+
+/**
+ * The held record at `path` has CID `cid` (value `true`): `sync.getBlocks` does not serve that
+ * block (a running host may hold it in a cache of the commit that wrote it).
+ */
+export function recordTakedownCidKey(did: string, cid: string, path: string): Deno.KvKey {
+  return ["record_takedown_cid", did, cid, path];
+}
+
+/** Prefix of the CIDs of every held record of `did`. */
+export function recordTakedownCidPrefix(did: string): Deno.KvKey {
+  return ["record_takedown_cid", did];
+}
+
+/** Prefix of the held references of one blob, or (without `cid`) of every blob of `did`. */
+export function recordTakedownBlobPrefix(did: string, cid?: string): Deno.KvKey {
+  return cid === undefined ? ["record_takedown_blob", did] : ["record_takedown_blob", did, cid];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ import { RepoError } from "../repo/errors.ts";
 import type { ApplyWritesResult } from "../repo/repository.ts";
 import type { RepoWrite, WriteResult } from "../repo/prepare_writes.ts";
 import { getRecord, listCollections, listRecords } from "../repo/reader.ts";
+import { getRecordTakedown } from "../moderation/record_takedown.ts";
+import { RECORD_TAKENDOWN, recordTakendownMessage } from "./record_takedowns.ts";
 import {
   BlobTooLargeError,
   MAX_BLOB_BYTES,
@@ -140,6 +142,13 @@ export function repoRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const rkey = requireQuery(c, "rkey");
     const record = await getRecord(ctx.kv, did, collection, rkey);
     const wanted = c.req.query("cid");
+    if (record === null) {
+      // Taken down by the operator (docs/behaviour.md 4.1 rule 15): said so, not "not found".
+      const held = await getRecordTakedown(ctx.kv, did, collection, rkey);
+      if (held !== null && (wanted === undefined || wanted === held.cid)) {
+        throw new XrpcError(400, RECORD_TAKENDOWN, recordTakendownMessage(held.uri));
+      }
+    }
     if (record === null || (wanted !== undefined && wanted !== record.cid)) {
       throw new XrpcError(
         400,

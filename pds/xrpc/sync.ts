@@ -20,9 +20,10 @@ import {
 } from "../repo/reader.ts";
 import { blobIsReferenced } from "../blobs/blob_gc.ts";
 import { getBlob } from "../blobs/blob_store.ts";
+import { heldRecordCids } from "../moderation/record_takedown.ts";
 import { ConcurrencyGate, GateFullError } from "../concurrency_gate.ts";
 import { XrpcError } from "./errors.ts";
-import { refuseInactiveRepo, sessionStatus } from "./account_state.ts";
+import { refuseInactiveRepo } from "./account_state.ts";
 import { parseLimit, toXrpcError } from "./repo.ts";
 
 const NSID = "com.atproto.sync";
@@ -100,6 +101,12 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
       );
     }
     for (const cid of cids) canonicalCid(cid); // 400 for one that is no CID
+    // A record the operator took down (docs/behaviour.md 4.1 rule 15) is not served, whatever
+    // the caches of this process still hold of the commit that wrote it.
+    const held = await heldRecordCids(ctx.kv, did, cids.map(canonicalCid));
+    if (held.length > 0) {
+      throw new XrpcError(400, "BlockNotFound", `Could not find blocks: ${held.join(", ")}`);
+    }
     return car(await domain(getBlocksCar(ctx.blocks, did, cids)));
   });
 
@@ -125,16 +132,7 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const cursor = c.req.query("cursor") || undefined;
     // The cursor is the last DID returned; anything else (say, too long for a KV key) is refused.
     if (cursor !== undefined && !isLookupDid(cursor)) throw invalid("cursor", cursor);
-    const page = await listRepos(ctx.kv, { limit, cursor });
-    // Each entry says whether the account is active, and why not (docs/protocol.md 5); a
-    // repository whose account is being deleted is left out. The cursor stays the last DID read.
-    const repos = [];
-    for (const repo of page.repos) {
-      const status = await ctx.accountStatuses.get(repo.did);
-      if (status === null) continue;
-      repos.push({ ...repo, ...sessionStatus(status) });
-    }
-    return c.json(page.cursor === undefined ? { repos } : { repos, cursor: page.cursor });
+    return c.json(await listRepos(ctx.kv, { limit, cursor }));
   });
 
   app.get(`/xrpc/${NSID}.getBlob`, async (c) => {
