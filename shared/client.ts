@@ -35,6 +35,7 @@ import type {
   Page,
   Post,
   Profile,
+  RecordTakedownInfo,
   ServerDescription,
   Session,
   StrongRef,
@@ -243,6 +244,18 @@ export class SocialClient {
       body: { did, password, token },
     });
     await this.#session.set(null);
+  }
+
+  /**
+   * The logged-in member's records that the server's operator took down, with the operator's
+   * reason (`app.social.server.listRecordTakedowns`, spec 4.1 rule 15); `cursor` pages on.
+   */
+  listRecordTakedowns(
+    page: { cursor?: string; limit?: number } = {},
+  ): Promise<{ takedowns: RecordTakedownInfo[]; cursor?: string }> {
+    return this.#authed(this.#pds, "GET", "/xrpc/app.social.server.listRecordTakedowns", {
+      query: page,
+    });
   }
 
   // --- account host writes ---

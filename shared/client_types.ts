@@ -173,6 +173,21 @@ export interface AppPasswordCreated extends AppPasswordInfo {
   password: string;
 }
 
+/**
+ * A record of the member that the server's operator took down
+ * (`app.social.server.listRecordTakedowns`, spec 4.1 rule 15).
+ */
+export interface RecordTakedownInfo {
+  uri: string;
+  cid: string;
+  /** The record as it was (lex JSON); `$type` names its collection. */
+  value: Record<string, unknown>;
+  /** The operator's reason, when they gave one. */
+  reason?: string;
+  /** ISO 8601. */
+  takenDownAt: string;
+}
+
 /** Client-visible session (spec 2.13). */
 export interface Session {
   did: string;

@@ -6,7 +6,8 @@
  * edit seen by the other member, an access token that expires mid-session (refreshed once, the
  * action succeeds), a failed refresh (back to login, with the reason), a session surviving a
  * reload, hostile text shown as text, search, delete, block and mute from a profile (and unmute
- * in Settings), a password change, an app password created and revoked, and account deletion.
+ * in Settings), a password change, an app password created and revoked, a post the operator took
+ * down listed in Settings, and account deletion.
  * Every main screen is checked with axe-core
  * and captured to `screenshots/` in both colour schemes at 360 and 1280 px.
  */
@@ -24,6 +25,7 @@ import {
   settle,
   skipBrowserTests,
 } from "./_browser.ts";
+import { runAdminCli } from "../scripts/admin.ts";
 import { startSystem } from "./_system.ts";
 import { makeTempDir } from "./_util.ts";
 
@@ -786,6 +788,37 @@ Deno.test({
         `${part}.querySelector(".state.empty") && !${part}.querySelector("code.secret")`,
       );
     });
+
+    await t.step(
+      "the operator takes B's photo post down: Settings lists it, reason as text",
+      async () => {
+        const res = await fetch(
+          `${sys.pdsUrl}/xrpc/com.atproto.repo.listRecords?repo=bob.test&collection=app.social.feed.post`,
+        );
+        const { records } = await res.json() as {
+          records: { uri: string; value: { text: string } }[];
+        };
+        const uri = records.find((r) => r.value.text === postText)!.uri;
+        const env = { PDS_KV_PATH: sys.pds.ctx.config.kvPath, PDS_JWT_SECRET: "x".repeat(16) };
+        const reason = "Not your photo <b>(copyright)</b>";
+        const quiet = { out: () => {}, err: () => {} };
+        assert.equal(
+          await runAdminCli(["record", "takedown", uri, "--reason", reason], env, quiet),
+          0,
+        );
+        await go(b, `${base}/settings`, "Settings");
+        const item = `document.querySelector('[aria-label="Removed by the operator"] li')`;
+        await waitUntil(b, item);
+        assert.equal(
+          await textOf(b, `${item}.querySelector(".text")`),
+          postText,
+        );
+        assert.match(await textOf(b, item), /^Post.*Reason: Not your photo <b>\(copyright\)<\/b>$/);
+        assert.equal(await b.evaluate(`${item}.querySelector("b")`), null);
+        await b.evaluate(`document.querySelector("#removed-title").scrollIntoView()`);
+        await capture(b, "settings-removed");
+      },
+    );
 
     await t.step("B deletes the account and ends on the login screen, saying so", async () => {
       await go(b, `${base}/settings`, "Settings");

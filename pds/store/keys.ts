@@ -31,9 +31,18 @@ export function accountSigningKeyKey(did: string): Deno.KvKey {
   return ["account_key", did];
 }
 
-/** The account's signed did:plc genesis operation. */
+/**
+ * The account's did:plc operation log (`PlcLog` of `accounts/plc.ts`: genesis, last operation
+ * and its CID, whether a directory accepted it); accounts created before it was kept hold their
+ * signed genesis operation alone.
+ */
 export function plcOpKey(did: string): Deno.KvKey {
   return ["plc_op", did];
+}
+
+/** The account host's did:plc rotation key pair (generated once, `accounts/plc.ts`). */
+export function plcRotationKeyKey(): Deno.KvKey {
+  return ["plc_rotation_key"];
 }
 
 // ---------------------------------------------------------------------------------------------

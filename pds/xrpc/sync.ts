@@ -23,7 +23,7 @@ import { getBlob } from "../blobs/blob_store.ts";
 import { heldRecordCids } from "../moderation/record_takedown.ts";
 import { ConcurrencyGate, GateFullError } from "../concurrency_gate.ts";
 import { XrpcError } from "./errors.ts";
-import { refuseInactiveRepo } from "./account_state.ts";
+import { refuseInactiveRepo, sessionStatus } from "./account_state.ts";
 import { parseLimit, toXrpcError } from "./repo.ts";
 
 const NSID = "com.atproto.sync";
@@ -132,7 +132,16 @@ export function syncRoutes(ctx: PdsContext): Hono<PdsEnv> {
     const cursor = c.req.query("cursor") || undefined;
     // The cursor is the last DID returned; anything else (say, too long for a KV key) is refused.
     if (cursor !== undefined && !isLookupDid(cursor)) throw invalid("cursor", cursor);
-    return c.json(await listRepos(ctx.kv, { limit, cursor }));
+    const page = await listRepos(ctx.kv, { limit, cursor });
+    // Each entry says whether the account is active, and why not (docs/protocol.md 5); a
+    // repository whose account is being deleted is left out. The cursor stays the last DID read.
+    const repos = [];
+    for (const repo of page.repos) {
+      const status = await ctx.accountStatuses.get(repo.did);
+      if (status === null) continue;
+      repos.push({ ...repo, ...sessionStatus(status) });
+    }
+    return c.json(page.cursor === undefined ? { repos } : { repos, cursor: page.cursor });
   });
 
   app.get(`/xrpc/${NSID}.getBlob`, async (c) => {

@@ -1,14 +1,23 @@
 /**
  * The member's settings (`/settings`): change the password (spec 4.1 rule 9), app passwords for
- * third-party clients (rule 12), the muted accounts (4.2 rule 11) and deleting the account (4.1
- * rule 13). Each part loads, fails and stays empty on its own.
+ * third-party clients (rule 12), the muted accounts (4.2 rule 11), what the server's operator
+ * removed (4.1 rule 15) and deleting the account (4.1 rule 13). Each part loads, fails and stays
+ * empty on its own.
  *
  * @module
  */
 
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
-import type { ActorProfile, AppPasswordCreated } from "../../shared/client.ts";
+import type { ActorProfile, AppPasswordCreated, RecordTakedownInfo } from "../../shared/client.ts";
+import {
+  COLLECTION_BLOCK,
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_POST,
+  COLLECTION_PROFILE,
+  COLLECTION_REPOST,
+} from "../../shared/nsid.ts";
 import { ActorCard } from "../components/actor_card.tsx";
 import { Empty, ErrorBox, Loading } from "../components/states.tsx";
 import { MAX_PASSWORD, MIN_PASSWORD, TextField } from "../components/text_field.tsx";
@@ -50,6 +59,7 @@ export function Settings(): JSX.Element {
       <ChangePassword />
       <AppPasswords />
       <MutedAccounts />
+      <RemovedByOperator />
       <DeleteAccount />
     </>
   );
@@ -250,6 +260,73 @@ function MutedAccounts(): JSX.Element {
         </ul>
       )}
       {action.error && <p class="inline-error" role="alert">{action.error}</p>}
+      {!list.done && list.items.length > 0 && (
+        <div ref={list.sentinel} class="sentinel" aria-hidden="true" />
+      )}
+    </section>
+  );
+}
+
+/** What a removed record was, in words. */
+const RECORD_KINDS: Record<string, string> = {
+  [COLLECTION_POST]: "Post",
+  [COLLECTION_LIKE]: "Like",
+  [COLLECTION_REPOST]: "Repost",
+  [COLLECTION_FOLLOW]: "Follow",
+  [COLLECTION_BLOCK]: "Block",
+  [COLLECTION_PROFILE]: "Profile",
+};
+
+/** The words of a removed record worth showing: a post's text, a profile's name. */
+function removedText(value: Record<string, unknown>): string | null {
+  for (const field of ["text", "displayName", "description"]) {
+    const v = value[field];
+    if (typeof v === "string" && v.trim() !== "") return v;
+  }
+  return null;
+}
+
+function RemovedByOperator(): JSX.Element {
+  const app = useApp();
+  const list = usePaged<RecordTakedownInfo>(async (cursor) => {
+    const page = await app.client.listRecordTakedowns({ cursor: cursor ?? undefined, limit: 30 });
+    return { items: page.takedowns, cursor: page.cursor ?? null };
+  }, []);
+
+  return (
+    <section class="settings-part" aria-labelledby="removed-title">
+      <h2 id="removed-title" class="section-title">Removed by the operator</h2>
+      <p class="hint">
+        What this server's operator took down of yours. It is hidden everywhere; if you think it was
+        a mistake, ask the operator to restore it.
+      </p>
+      {list.loading && list.items.length === 0 && <Loading label="Loading removed posts…" />}
+      {list.error && <ErrorBox message={list.error} retry={list.reload} />}
+      {!list.loading && !list.error && list.items.length === 0 && (
+        <Empty>
+          <p>Nothing of yours has been removed.</p>
+        </Empty>
+      )}
+      {list.items.length > 0 && (
+        <ul class="settings-list" aria-label="Removed by the operator">
+          {list.items.map((t) => {
+            const type = typeof t.value.$type === "string" ? t.value.$type : "";
+            const text = removedText(t.value);
+            return (
+              <li key={t.uri}>
+                <span class="settings-item">
+                  <strong>{RECORD_KINDS[type] ?? type}</strong>
+                  {text !== null && <span class="text">{text}</span>}
+                  <span class="hint">
+                    Removed {new Date(t.takenDownAt).toLocaleString()}
+                    {t.reason ? ` · Reason: ${t.reason}` : ""}
+                  </span>
+                </span>
+              </li>
+            );
+          })}
+        </ul>
+      )}
       {!list.done && list.items.length > 0 && (
         <div ref={list.sentinel} class="sentinel" aria-hidden="true" />
       )}
