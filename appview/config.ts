@@ -55,6 +55,12 @@ export interface AppviewConfig {
    * address, which may be a private network name).
    */
   readonly webPdsUrl: string;
+  /**
+   * Backfill from repositories (docs/behaviour.md 6.2 rules 8-11): the largest repository fetched
+   * (`APPVIEW_BACKFILL_MAX_REPO_BYTES`), one fetch's time budget (`APPVIEW_BACKFILL_TIMEOUT_SECONDS`,
+   * in ms here) and the repositories fetched at once (`APPVIEW_BACKFILL_CONCURRENCY`).
+   */
+  readonly backfill: { maxRepoBytes: number; timeoutMs: number; concurrency: number };
 }
 
 /** Raised for an invalid environment value; the message names the variable. */
@@ -91,6 +97,9 @@ export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
   "APPVIEW_STREAM_IDLE_TIMEOUT_SECONDS",
   "APPVIEW_HEALTH_STALL_SECONDS",
   "APPVIEW_WEB_DIR",
+  "APPVIEW_BACKFILL_MAX_REPO_BYTES",
+  "APPVIEW_BACKFILL_TIMEOUT_SECONDS",
+  "APPVIEW_BACKFILL_CONCURRENCY",
 ]);
 
 /** Where `deno task web:build` writes the web app, in this checkout. */
@@ -156,6 +165,15 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
     logLevel,
     webDir: parseWebDir(env),
     webPdsUrl: pdsPublic,
+    backfill: Object.freeze({
+      maxRepoBytes: parseCount(env, "APPVIEW_BACKFILL_MAX_REPO_BYTES", 64 * 1024 * 1024, {
+        min: 1024,
+        max: 2 ** 31 - 1,
+      }),
+      timeoutMs: 1000 *
+        parseSeconds(env, "APPVIEW_BACKFILL_TIMEOUT_SECONDS", 60, { min: 1, max: 3600 }),
+      concurrency: parseCount(env, "APPVIEW_BACKFILL_CONCURRENCY", 2, { min: 1, max: 16 }),
+    }),
   });
 }
 
@@ -243,6 +261,23 @@ function parseSeconds(
     );
   }
   return seconds;
+}
+
+function parseCount(
+  env: Env,
+  name: string,
+  fallback: number,
+  range: { min: number; max: number },
+): number {
+  const raw = nonEmpty(env, name);
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < range.min || n > range.max) {
+    throw new ConfigError(
+      `${name} must be a whole number from ${range.min} to ${range.max}, got ${raw}`,
+    );
+  }
+  return n;
 }
 
 function parseBool(env: Env, name: string, fallback: boolean): boolean {

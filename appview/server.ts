@@ -25,6 +25,11 @@ import {
 import type { StreamConsumer, StreamConsumerOptions } from "./ingest/sources/stream_consumer.ts";
 import { type StreamConsumerStatus, writeDisabledStatus } from "./ingest/sources/stream_status.ts";
 import { warnRelaxedSettings } from "./startup_warnings.ts";
+import {
+  Backfiller,
+  type BackfillerOptions,
+  createRepoSource,
+} from "./ingest/backfill/backfiller.ts";
 import { loadWebFiles } from "./web/web_files.ts";
 import { createHandleSync, type HandleSync } from "./workers/handle_sync.ts";
 
@@ -64,6 +69,11 @@ export interface StartAppviewOptions {
   components?: AppviewComponents;
   /** Options of the local-stream consumer (tests shorten the backoff). */
   localStream?: LocalStreamOptions;
+  /**
+   * Options of the backfill worker, which runs with the local-stream consumer (tests shorten its
+   * poll interval and backoff).
+   */
+  backfill?: Partial<BackfillerOptions>;
   /** Options of the public-stream consumer. */
   publicStream?: JetstreamOptions;
   /**
@@ -94,6 +104,8 @@ export interface RunningAppview extends AsyncDisposable {
   readonly ctx: AppviewContext;
   /** The local-stream consumer, when running. */
   readonly localConsumer: StreamConsumer | null;
+  /** The backfill worker (docs/behaviour.md 6.2 rules 8-10), running with the local consumer. */
+  readonly backfiller: Backfiller | null;
   /**
    * The public-stream consumer, when running (null also when Jetstream is not configured), on
    * this thread or in a worker thread.
@@ -117,6 +129,7 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
   let localConsumer: StreamConsumer | null = null;
+  let backfiller: Backfiller | null = null;
   let publicConsumer: ConsumerHandle | null = null;
   try {
     // Every component writes through this connection: its WAL is copied back off the main
@@ -182,7 +195,19 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
     // benchmark (alternating runs) 10,500 and 10,000 against 11,400 and 11,700 events/s, with
     // /healthz polls no slower (p99 530-590 ms against 420-470 ms) (issue 36).
     if (want.localConsumer) {
-      const consumer = createLocalStreamConsumer(ctx, { ...shared, ...opts.localStream });
+      const worker = new Backfiller(ctx, {
+        source: createRepoSource(config),
+        concurrency: config.backfill.concurrency,
+        ...opts.backfill,
+      });
+      worker.start();
+      backfiller = worker;
+      stops.push(() => worker.close());
+      const consumer = createLocalStreamConsumer(ctx, {
+        ...shared,
+        hooks: worker.streamHooks(),
+        ...opts.localStream,
+      });
       consumer.start();
       localConsumer = consumer;
       stops.push(() => consumer.close());
@@ -229,7 +254,15 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
     })();
     return closing;
   };
-  return { url, ctx, localConsumer, publicConsumer, close, [Symbol.asyncDispose]: close };
+  return {
+    url,
+    ctx,
+    localConsumer,
+    backfiller,
+    publicConsumer,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
 }
 
 /** Runs the stop functions in reverse start order; a failing one is logged, the rest still run. */

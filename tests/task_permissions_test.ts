@@ -42,7 +42,8 @@ Deno.test("the server and store tasks read only their variables and write only .
     assert.deepEqual(grants.write, ["./data"], task);
   }
   // The index's outbound TLS reads NODE_USE_SYSTEM_CA and the system's certificate settings.
-  for (const task of ["dev", "appview", "handle-sync"]) {
+  // backfill fetches repositories as handle sync fetches documents (docs/behaviour.md 6.2 rule 11).
+  for (const task of ["dev", "appview", "handle-sync", "backfill"]) {
     const { grants } = taskPermissionSet(config, task);
     assert.deepEqual(grants.env, ["NODE_USE_SYSTEM_CA", ...ENV], task);
     assert.deepEqual(grants.write, ["./data"], task);

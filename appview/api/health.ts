@@ -16,11 +16,18 @@
  * has been `connecting` or in `backoff`, without reaching `live` in between, for longer than
  * `APPVIEW_HEALTH_STALL_SECONDS` (`down_since` of its row; the rule is off when that is 0).
  *
+ * `backfill` (docs/behaviour.md 6.2 rules 8-10) reports the repositories queued for a backfill
+ * (`queued`, of which `retrying` failed at least once), the totals done and failed, the last
+ * error, and `restored`: the last time the local stream found the account host's head behind its
+ * cursor (a restored backup), with that cursor and head; null when never. Neither changes
+ * `status` or the HTTP status: a backfill retries by itself, and a restore is a fact to know.
+ *
  * @module
  */
 
 import { Hono } from "hono";
 import type { AppviewContext } from "../context.ts";
+import { BACKFILL_LOCAL, BackfillQueue, readBackfillStatus } from "../db/backfill_state.ts";
 import {
   CONSUMER_LOCAL,
   CONSUMER_PUBLIC,
@@ -44,10 +51,22 @@ export interface ConsumerHealth {
   stale: boolean;
 }
 
+/** The backfill entry of the health report. */
+export interface BackfillHealth {
+  queued: number;
+  retrying: number;
+  done: number;
+  failed: number;
+  last_error: string | null;
+  last_done_at: string | null;
+  restored: { at: string; cursor: number | null; head: number | null } | null;
+}
+
 /** The `/healthz` body. */
 export interface HealthReport {
   status: "ok" | "degraded";
   consumers: { public: ConsumerHealth; local: ConsumerHealth };
+  backfill: BackfillHealth;
 }
 
 /** Builds the health report from the database. */
@@ -71,6 +90,7 @@ export function assessHealth(ctx: AppviewContext): { report: HealthReport; faili
     report: {
       status: healthy(consumers.public) && healthy(consumers.local) ? "ok" : "degraded",
       consumers,
+      backfill: backfillHealth(ctx),
     },
     failing,
   };
@@ -85,6 +105,22 @@ export function healthRoutes(ctx: AppviewContext): Hono {
     return c.json(report, failing ? 503 : 200);
   });
   return app;
+}
+
+function backfillHealth(ctx: AppviewContext): BackfillHealth {
+  const { queued, retrying } = new BackfillQueue(ctx.db).counts();
+  const row = readBackfillStatus(ctx.db, BACKFILL_LOCAL);
+  return {
+    queued,
+    retrying,
+    done: row?.done ?? 0,
+    failed: row?.failed ?? 0,
+    last_error: row?.lastError ?? null,
+    last_done_at: row?.lastDoneAt ?? null,
+    restored: row?.restoredAt == null
+      ? null
+      : { at: row.restoredAt, cursor: row.restoredCursor, head: row.restoredHead },
+  };
 }
 
 function isStalled(ctx: AppviewContext, name: string, state: string, now: number): boolean {

@@ -10,9 +10,24 @@ import {
 } from "../db/state.ts";
 import { openTestContext } from "../_test_helpers.ts";
 import { HEALTH_STALL_SECONDS } from "../config.ts";
+import {
+  BACKFILL_LOCAL,
+  BackfillQueue,
+  recordBackfillOutcome,
+  recordRestore,
+} from "../db/backfill_state.ts";
 import { healthRoutes, STALE_STATUS_MS } from "./health.ts";
 
 const NOW = Date.parse("2024-06-01T00:00:00.000Z");
+const NO_BACKFILL = {
+  queued: 0,
+  retrying: 0,
+  done: 0,
+  failed: 0,
+  last_error: null,
+  last_done_at: null,
+  restored: null,
+};
 const at = (ms: number) => new Date(NOW + ms).toISOString();
 
 async function getHealth(ctx: Parameters<typeof healthRoutes>[0], status = 200) {
@@ -62,6 +77,7 @@ Deno.test("/healthz reports the public and the local consumer separately from th
         stale: false,
       },
     },
+    backfill: NO_BACKFILL,
   });
 });
 
@@ -157,6 +173,7 @@ Deno.test("/healthz answers 503, with the same body, once a consumer has not bee
         stale: false,
       },
     },
+    backfill: NO_BACKFILL,
   });
   // Live again: healthy; a new outage counts from its own start.
   clock.at(2 * stall);
@@ -193,4 +210,34 @@ Deno.test("/healthz takes the stall threshold from APPVIEW_HEALTH_STALL_SECONDS;
     clock.at(86_400_000 + STALE_STATUS_MS + 1);
     await getHealth(clock.ctx, 503);
   }
+});
+
+Deno.test("/healthz reports the backfill queue, its totals and the last restore of the account host without changing the status", async () => {
+  using ctx = openTestContext({ now: () => new Date(NOW) });
+  const queue = new BackfillQueue(ctx.db);
+  queue.enqueue("did:plc:aaaaaaaaaaaaaaaaaaaaaaaa", "gap", null, at(0));
+  queue.enqueue("did:plc:bbbbbbbbbbbbbbbbbbbbbbbb", "restore", null, at(0));
+  queue.failed("did:plc:bbbbbbbbbbbbbbbbbbbbbbbb", "Host answered 502", at(5_000));
+  recordBackfillOutcome(ctx.db, BACKFILL_LOCAL, {
+    did: "did:plc:cccccccccccccccccccccccc",
+    at: at(-10),
+    records: 12,
+  });
+  recordBackfillOutcome(ctx.db, BACKFILL_LOCAL, {
+    did: "did:plc:bbbbbbbbbbbbbbbbbbbbbbbb",
+    at: at(-5),
+    error: "Host answered 502",
+  });
+  recordRestore(ctx.db, BACKFILL_LOCAL, { cursor: 120, head: 80, at: at(-20) });
+  const body = await getHealth(ctx);
+  assert.equal(body.status, "ok");
+  assert.deepEqual(body.backfill, {
+    queued: 2,
+    retrying: 1,
+    done: 1,
+    failed: 1,
+    last_error: "Host answered 502",
+    last_done_at: at(-10),
+    restored: { at: at(-20), cursor: 120, head: 80 },
+  });
 });

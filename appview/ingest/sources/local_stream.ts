@@ -14,8 +14,16 @@
  *   index starts at cursor 0, replaying every retained event), and
  *   frames with `seq` at or below it (replay/live overlap, spec 6.1 rule 3) are dropped.
  * - `#info` `OutdatedCursor` is logged and the stream goes on (the account host replays from
- *   storage, spec 6.1 rule 5). Error frames (`FutureCursor`, `ConsumerTooSlow`) are logged and
- *   the connection is dropped and retried with backoff.
+ *   storage, spec 6.1 rule 5). Error frames (`ConsumerTooSlow`, ...) are logged and the connection
+ *   is dropped and retried with backoff.
+ * - `FutureCursor` (the stored cursor is beyond the account host's head: the host was restored
+ *   from an older backup, docs/behaviour.md 6.2 rule 10) is said once in the log, the cursor is
+ *   moved back to the host's head (named by its message; 0, a full replay of what it retains,
+ *   when it names none), the stream resumes from there, and the hooks' `restored` reconciles the
+ *   accounts by backfill (`ingest/backfill/`).
+ * - A `#sync` frame (`{seq, did, rev, blocks, time}`: "my repository is now at this commit") asks
+ *   the hooks' `sync` for a backfill of the repository; the backfill does nothing when the index
+ *   already holds that rev (rule 8). Only `did` and `rev` are read, and checked.
  * - Hostile or broken frames (not CBOR, truncated, a CAR block that does not match its CID,
  *   huge declared lengths) are skipped with a log line; a commit that cannot be converted is
  *   passed over (its `seq` still advances the cursor) so one bad event never blocks the stream.
@@ -31,6 +39,7 @@ import {
   opsFromJetstream,
 } from "../../../shared/ops.ts";
 import { validateRecord } from "../../../shared/records.ts";
+import { isValidDid } from "../../../shared/syntax.ts";
 import { isValidTid } from "../../../shared/tid.ts";
 import type { AppviewContext } from "../../context.ts";
 import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../../db/state.ts";
@@ -46,6 +55,16 @@ import type {
 export const MAX_LOCAL_FRAME_BYTES = 5 * 1024 * 1024;
 /** `#info` name of a cursor older than the account host's retention (spec 6.1 rule 5). */
 export const INFO_OUTDATED_CURSOR = "OutdatedCursor";
+/** Error name of a cursor beyond the account host's head (spec 6.1 rule 4). */
+export const ERROR_FUTURE_CURSOR = "FutureCursor";
+
+/** What the local stream asks of the backfill worker (`ingest/backfill/backfiller.ts`). */
+export interface LocalStreamHooks {
+  /** The host's head (null: unknown) is behind `cursor`: it was restored from a backup. */
+  restored(restore: { cursor: number; head: number | null }): void;
+  /** A `#sync` frame: the repository `did` is now at `rev`. */
+  sync(did: string, rev: string): void;
+}
 
 /** Options of {@link createLocalStreamConsumer}. */
 export interface LocalStreamOptions extends StreamConsumerOptions {
@@ -53,6 +72,8 @@ export interface LocalStreamOptions extends StreamConsumerOptions {
   url?: string;
   /** Default {@link MAX_LOCAL_FRAME_BYTES}. */
   maxFrameBytes?: number;
+  /** The backfill worker, when one runs (restores and `#sync` frames). */
+  hooks?: LocalStreamHooks;
 }
 
 /** The `subscribeRepos` side of the local-stream consumer. */
@@ -62,6 +83,7 @@ export class LocalStreamProtocol implements StreamProtocol {
   readonly #url: string;
   readonly #maxFrameBytes: number;
   readonly #ingestSecret: string | null;
+  readonly #hooks: LocalStreamHooks | undefined;
 
   /**
    * The cursor-independent, CPU-heavy half of {@link decode} ({@link parseLocalFrame}), run by
@@ -76,17 +98,20 @@ export class LocalStreamProtocol implements StreamProtocol {
    */
   constructor(
     url: string,
-    opts: { maxFrameBytes?: number; ingestSecret?: string | null } = {},
+    opts: { maxFrameBytes?: number; ingestSecret?: string | null; hooks?: LocalStreamHooks } = {},
   ) {
     const maxFrameBytes = opts.maxFrameBytes ?? MAX_LOCAL_FRAME_BYTES;
     this.#url = url;
     this.#maxFrameBytes = maxFrameBytes;
     this.#ingestSecret = opts.ingestSecret ?? null;
+    this.#hooks = opts.hooks;
     const options: LocalParseOptions = { maxFrameBytes };
+    const hooks = opts.hooks;
     this.parser = {
       workerUrl: new URL("./local_parse_worker.ts", import.meta.url),
       options,
-      accept: (parsed, cursor, control) => acceptLocalFrame(parsed as LocalFrame, cursor, control),
+      accept: (parsed, cursor, control) =>
+        acceptLocalFrame(parsed as LocalFrame, cursor, control, hooks),
     };
   }
 
@@ -110,7 +135,12 @@ export class LocalStreamProtocol implements StreamProtocol {
     cursor: number | null,
     control: StreamControl,
   ): DecodedMessage | null {
-    return acceptLocalFrame(parseLocalFrame(data, this.#maxFrameBytes), cursor, control);
+    return acceptLocalFrame(
+      parseLocalFrame(data, this.#maxFrameBytes),
+      cursor,
+      control,
+      this.#hooks,
+    );
   }
 }
 
@@ -129,7 +159,13 @@ export type LocalFrame =
   | { t: "error"; error: unknown; message: unknown }
   | { t: "info"; name: unknown; message: unknown }
   | { t: "bad-seq"; type: unknown; seq: string }
-  | { t: "event"; seq: number; ops: IndexOp[]; commit?: { did: string; rev: string } }
+  | {
+    t: "event";
+    seq: number;
+    ops: IndexOp[];
+    commit?: { did: string; rev: string; since?: string | null };
+    sync?: { did: string; rev: string };
+  }
   | { t: "unconvertible"; seq: number; type: unknown; error: ErrorInfo };
 
 /** An error as plain data (what the logger prints of an `Error`). */
@@ -173,7 +209,14 @@ export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: numbe
           throw new OpsError(`Invalid rev: ${String(rev)}`);
         }
         const did = body.repo as string; // checked by opsFromCommitEvent
-        return { t: "event", seq, ops: checkRecords(ops), commit: { did, rev } };
+        // Absent (not known: no gap check) or null (the repository's first commit) or a TID.
+        const since = body.since;
+        if (
+          since !== undefined && since !== null && (typeof since !== "string" || !isValidTid(since))
+        ) {
+          throw new OpsError(`Invalid since: ${String(since).slice(0, 100)}`);
+        }
+        return { t: "event", seq, ops: checkRecords(ops), commit: { did, rev, since } };
       }
       case "#identity":
         return { t: "event", seq, ops: identityOps(body) };
@@ -185,6 +228,16 @@ export function parseLocalFrame(data: string | ArrayBuffer, maxFrameBytes: numbe
           seq,
           ops: opsFromJetstream({ did: body.did, kind: "account", account: body }),
         };
+      case "#sync": {
+        const { did, rev } = body;
+        if (typeof did !== "string" || !isValidDid(did)) {
+          throw new OpsError(`Invalid did: ${String(did).slice(0, 100)}`);
+        }
+        if (typeof rev !== "string" || !isValidTid(rev)) {
+          throw new OpsError(`Invalid rev: ${String(rev).slice(0, 100)}`);
+        }
+        return { t: "event", seq, ops: [], sync: { did, rev } };
+      }
       default:
         return { t: "event", seq, ops: [] };
     }
@@ -223,12 +276,14 @@ function checkRecords(ops: IndexOp[]): IndexOp[] {
 
 /**
  * The part of decoding that needs the consumer: drops frames at or below `cursor`, logs and
- * reports bad input, drops the connection on an error frame.
+ * reports bad input, drops the connection on an error frame, rewinds to the host's head on
+ * `FutureCursor`, and hands `#sync` frames to the hooks.
  */
 export function acceptLocalFrame(
   frame: LocalFrame,
   cursor: number | null,
   control: StreamControl,
+  hooks?: LocalStreamHooks,
 ): DecodedMessage | null {
   const { log } = control;
   switch (frame.t) {
@@ -241,6 +296,10 @@ export function acceptLocalFrame(
       control.fail(`Frame skipped: ${frame.error.message}`);
       return null;
     case "error": {
+      if (frame.error === ERROR_FUTURE_CURSOR && cursor !== null && control.rewind !== undefined) {
+        futureCursor(frame.message, cursor, control, hooks);
+        return null;
+      }
       const reason = `Stream error ${frame.error}: ${frame.message ?? ""}`.trimEnd();
       log.error("Stream sent an error frame", { error: frame.error, message: frame.message });
       control.disconnect(reason);
@@ -275,8 +334,40 @@ export function acceptLocalFrame(
     control.fail(`Event ${seq} skipped: ${frame.error.message}`);
     return { ops: [], cursor: seq };
   }
+  if (frame.sync !== undefined) hooks?.sync(frame.sync.did, frame.sync.rev);
   if (frame.commit === undefined) return { ops: frame.ops, cursor: seq };
   return { ops: frame.ops, cursor: seq, commit: { ...frame.commit, mode: "newer" } };
+}
+
+/**
+ * The account host's head is behind `cursor` (module notes): said once, the cursor moved back to
+ * the head, the hooks told. The host's message names its head ("... beyond the latest seq N");
+ * when it does not (another implementation), the stream replays what the host retains.
+ */
+function futureCursor(
+  message: unknown,
+  cursor: number,
+  control: StreamControl,
+  hooks: LocalStreamHooks | undefined,
+): void {
+  const named = typeof message === "string" ? /latest seq (\d{1,15})\b/.exec(message) : null;
+  const head = named === null ? null : Number(named[1]);
+  const resume = head !== null && head < cursor ? head : 0;
+  control.log.warn(
+    "Account host is behind the index's cursor (restored from a backup?): resuming from its head and reconciling its repositories",
+    { cursor, head, resumeFrom: resume, message },
+  );
+  try {
+    control.rewind!(
+      resume,
+      `Account host restored: cursor ${cursor} beyond its head ${head ?? "?"}`,
+    );
+  } catch (e) {
+    control.log.error("Cannot move the cursor back to the account host's head", { error: e });
+    control.disconnect(`Cannot store cursor ${resume}`);
+    return;
+  }
+  hooks?.restored({ cursor, head });
 }
 
 /** Builds the local-stream consumer of the index (call `start()`, later `close()`). */
@@ -287,6 +378,7 @@ export function createLocalStreamConsumer(
   const protocol = new LocalStreamProtocol(opts.url ?? ctx.config.pdsStreamUrl, {
     maxFrameBytes: opts.maxFrameBytes,
     ingestSecret: ctx.config.ingestSecret,
+    hooks: opts.hooks,
   });
   return new StreamConsumer(ctx, protocol, opts);
 }

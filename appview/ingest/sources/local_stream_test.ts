@@ -266,10 +266,13 @@ Deno.test("local consumer drops the connection on an error frame and reconnects 
   await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 1);
-  stream.sendRaw(errorFrame("FutureCursor", "Cursor in the future."));
+  stream.sendRaw(errorFrame("ConsumerTooSlow", "Stream consumer too slow"));
   await waitFor(() => stream.cursors.length === 2);
   assert.equal(stream.cursors[1], "1");
-  assert.equal(consumer.status().lastError, "Stream error FutureCursor: Cursor in the future.");
+  assert.equal(
+    consumer.status().lastError,
+    "Stream error ConsumerTooSlow: Stream consumer too slow",
+  );
   stream.append(2, postCommit(2).frame());
   await waitFor(() => consumer.status().cursor === 2);
 });
@@ -344,7 +347,12 @@ Deno.test("LocalStreamProtocol gives each commit its rev for ordering and skips 
   };
   const commit = postCommit(1);
   const decoded = p.decode(commit.frame().slice().buffer, null, control);
-  assert.deepEqual(decoded?.commit, { did: ALICE, rev: commit.rev, mode: "newer" });
+  assert.deepEqual(decoded?.commit, {
+    did: ALICE,
+    rev: commit.rev,
+    since: "3jzfcijpj2z2a",
+    mode: "newer",
+  });
   assert.equal(decoded?.ops.length, 1);
   const car = writeCar([encodeBlock({ x: 1 }).cid], [encodeBlock({ x: 1 })]);
   const noRev = encodeFrame({ op: 1, t: "#commit" }, {
@@ -441,4 +449,72 @@ Deno.test("an #account frame of the account host becomes an account status op (s
     ],
   });
   assert.equal(parseLocalFrame(frame({ active: "no" }), 1024).t, "unconvertible");
+});
+
+Deno.test("FutureCursor moves the cursor back to the account host's head, says so once, resumes from there and tells the hooks", async () => {
+  await using stream = startFakeRepoStream();
+  const { log, lines } = captureLogRecords();
+  using ctx = openTestContext({ log });
+  for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
+  const restores: unknown[] = [];
+  const hooks = { restored: (r: unknown) => restores.push(r), sync: () => {} };
+  await using consumer = createLocalStreamConsumer(ctx, {
+    url: stream.url,
+    hooks,
+    ...FAST_BACKOFF,
+  });
+  consumer.start();
+  await waitFor(() => consumer.status().cursor === 3);
+  stream.sendRaw(errorFrame("FutureCursor", "Cursor 3 is beyond the latest seq 1"));
+  await waitFor(() => stream.cursors.length === 2);
+  assert.deepEqual(stream.cursors, ["0", "1"]); // resumed from the head (this fake replays 2-3)
+  assert.deepEqual(restores, [{ cursor: 3, head: 1 }]);
+  assert.equal(consumer.status().lastError, "Account host restored: cursor 3 beyond its head 1");
+  const said = lines.filter((l) => String(l.msg).startsWith("Account host is behind"));
+  assert.equal(said.length, 1);
+  assert.equal(lines.filter((l) => l.msg === "Stream sent an error frame").length, 0);
+  // A host that names no head: the stream replays what it retains, from 0.
+  await waitFor(() => consumer.status().cursor === 3);
+  stream.sendRaw(errorFrame("FutureCursor", "Cursor in the future."));
+  await waitFor(() => stream.cursors.length === 3);
+  assert.equal(stream.cursors[2], "0");
+  assert.deepEqual(restores[1], { cursor: 3, head: null });
+});
+
+Deno.test("a #sync frame asks the hooks for a backfill of its repository; a malformed one is passed over", () => {
+  const synced: string[][] = [];
+  const hooks = { restored: () => {}, sync: (did: string, rev: string) => synced.push([did, rev]) };
+  const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos", { hooks });
+  const failures: string[] = [];
+  const control = {
+    log: captureLogRecords().log,
+    fail: (reason: string) => failures.push(reason),
+    disconnect: (reason: string) => failures.push(reason),
+  };
+  const commit = encodeBlock({ did: ALICE, version: 3, rev: "3kaaaaaaaaaa2" });
+  const sync = (body: Record<string, unknown>) =>
+    encodeFrame({ op: 1, t: "#sync" }, {
+      seq: 5,
+      blocks: writeCar([commit.cid], [commit]),
+      time: "2024-06-01T00:00:00.000Z",
+      ...body,
+    }).slice().buffer;
+  assert.deepEqual(p.decode(sync({ did: ALICE, rev: "3kaaaaaaaaaa2" }), 4, control), {
+    ops: [],
+    cursor: 5,
+  });
+  assert.deepEqual(synced, [[ALICE, "3kaaaaaaaaaa2"]]);
+  assert.deepEqual(p.decode(sync({ did: ALICE, rev: "not a tid" }), 4, control), {
+    ops: [],
+    cursor: 5,
+  });
+  assert.deepEqual(p.decode(sync({ did: "alice", rev: "3kaaaaaaaaaa2" }), 4, control), {
+    ops: [],
+    cursor: 5,
+  });
+  assert.equal(synced.length, 1);
+  assert.deepEqual(failures, [
+    "Event 5 skipped: Invalid rev: not a tid",
+    "Event 5 skipped: Invalid did: alice",
+  ]);
 });

@@ -142,6 +142,14 @@ export class StreamConsumer implements AsyncDisposable {
         this.#status.lastError = reason;
         this.#dropConnection();
       },
+      rewind: (cursor, reason) => {
+        // Through the write path, as every cursor write (no ops: only the cursor row moves).
+        this.#ctx.writer.applyOps([], { cursor: { name: protocol.cursorName, value: cursor } });
+        this.#status.cursor = cursor;
+        this.#status.lastError = reason;
+        this.#status.dirty = true;
+        this.#dropConnection();
+      },
     };
     this.#parser = protocol.parser !== undefined && opts.parseInWorker !== false
       ? new OffThreadParser({

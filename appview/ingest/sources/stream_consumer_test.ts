@@ -383,7 +383,7 @@ Deno.test({
   sanitizeOps: false,
   async fn() {
     const frames = Array.from({ length: 10 }, (_, i) => postCommit(i + 1).frame());
-    const stream = startDeafRepoStream(frames, { thenOnFirst: errorFrame("FutureCursor") });
+    const stream = startDeafRepoStream(frames, { thenOnFirst: errorFrame("ConsumerTooSlow") });
     const { log, lines } = captureLogRecords();
     using ctx = openTestContext({ log });
     const consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
@@ -392,7 +392,7 @@ Deno.test({
       await waitFor(() => stream.cursors.length === 2, { timeoutMs: 10_000 });
       assert.deepEqual(stream.cursors, ["0", "10"]);
       assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), 10);
-      assert.equal(consumer.status().lastError, "Stream error FutureCursor:");
+      assert.equal(consumer.status().lastError, "Stream error ConsumerTooSlow:");
       assert.equal(
         lines.filter((l) => l.msg === "Stream did not close in time; abandoning the connection")
           .length,

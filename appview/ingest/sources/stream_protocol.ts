@@ -29,6 +29,14 @@ export interface StreamControl {
   fail(reason: string): void;
   /** Records `reason` and drops the connection; the consumer reconnects with backoff. */
   disconnect(reason: string): void;
+  /**
+   * Stores `cursor` as the stream's cursor, also below the current one (the server's head is
+   * behind it: a restored account host), records `reason` and drops the connection; the consumer
+   * reconnects from `cursor`. (`StreamConsumer` gives it; a control without it cannot rewind.)
+   *
+   * @throws Error when the cursor cannot be stored (nothing changed)
+   */
+  rewind?(cursor: number, reason: string): void;
 }
 
 /**
