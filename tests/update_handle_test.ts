@@ -6,7 +6,6 @@
  */
 
 import assert from "node:assert/strict";
-import { placeholderHandle } from "../appview/db/handles.ts";
 import { startSystem } from "./_system.ts";
 import { waitFor } from "./_util.ts";
 
@@ -49,9 +48,9 @@ Deno.test("after updateHandle the index shows the new handle in every view, by t
         return false;
       }
     }, { timeoutMs: 5000, intervalMs: 25, message });
-  // Without the push and handle sync the index learns handles from #identity frames alone: until
-  // the rename it shows a placeholder wherever Alice appears.
-  await until(showing(placeholderHandle(a.did)), "the index caught up");
+  // Without the push and handle sync the index learns handles from #identity frames alone: the
+  // account's creation sends the first one (docs/behaviour.md 6.1 rule 9).
+  await until(showing("alice.test"), "the index caught up");
 
   await alice.updateHandle("alicia.test");
   assert.equal((await alice.session())?.handle, "alicia.test");
