@@ -178,8 +178,13 @@ Deno.test("admin reports list shows the members' open reports; reports resolve c
   await using s = await startTestServer();
   const alice = await signUp(s.url, "alice.test");
   const bob = await signUp(s.url, "bob.test");
-  const uri = `at://${bob.did}/app.social.feed.post/3kabc`;
-  const cid = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
+  // A report's subject must exist on the host (docs/behaviour.md 4.1 rule 8).
+  const posted = await xrpcPost(s.url, "com.atproto.repo.createRecord", {
+    repo: bob.did,
+    collection: "app.social.feed.post",
+    record: { text: "rude words", createdAt: "2024-05-01T12:00:00.000Z" },
+  }, { authorization: `Bearer ${bob.accessJwt}` });
+  const { uri, cid } = await posted.json();
   const send = async (body: unknown) => {
     const res = await xrpcPost(s.url, "com.atproto.moderation.createReport", body, {
       authorization: `Bearer ${alice.accessJwt}`,

@@ -3,14 +3,21 @@
  * an account or a record; the reports are kept in the account host's store for the operator, who
  * lists and resolves them with `deno task admin reports ...`. Ids count up from 1.
  *
+ * The operator can act only on what this host holds, so a subject must exist here
+ * ({@link checkReportSubject}): an account of this host (taken down or deactivated ones too), or
+ * a record of one at exactly the reported CID (a record the operator took down and holds too).
+ *
  * @module
  */
 
 import { countGraphemes } from "../../shared/graphemes.ts";
 import { isValidAtUri } from "../../shared/syntax.ts";
 import { formatCid, parseCid } from "../../shared/cid.ts";
-import { isLookupDid } from "../accounts/accounts.ts";
-import { reportKey, reportPrefix, reportSeqKey } from "../store/keys.ts";
+import { AtUriError, parseAtUri } from "../../shared/at_uri.ts";
+import { getAccount, getDidForHandle, isLookupDid } from "../accounts/accounts.ts";
+import { repoRecordKey, reportKey, reportPrefix, reportSeqKey } from "../store/keys.ts";
+import type { StoredRecord } from "../repo/repo_root.ts";
+import { getRecordTakedown } from "./record_takedown_reads.ts";
 
 /** Subject `$type` of a report about an account. */
 export const REPO_REF_TYPE = "com.atproto.admin.defs#repoRef";
@@ -115,6 +122,45 @@ function toSubject(subject: unknown): ReportSubject {
       throw new ReportError(
         `Report subject $type must be ${REPO_REF_TYPE} or ${STRONG_REF_TYPE}, got ${show(s.$type)}`,
       );
+  }
+}
+
+/**
+ * Checks that the subject of a report exists on this host (module comment).
+ *
+ * @throws {ReportError} naming the subject
+ */
+export async function checkReportSubject(kv: Deno.Kv, subject: ReportSubject): Promise<void> {
+  if (subject.$type === REPO_REF_TYPE) {
+    if (await getAccount(kv, subject.did) === null) {
+      throw new ReportError(`Report subject account not found: ${show(subject.did)}`);
+    }
+    return;
+  }
+  let parsed;
+  try {
+    parsed = parseAtUri(subject.uri);
+  } catch (err) {
+    if (!(err instanceof AtUriError)) throw err;
+    throw new ReportError(`Report subject uri is not a record URI: ${show(subject.uri)}`);
+  }
+  const { authority, collection, rkey } = parsed;
+  const did = authority.startsWith("did:") ? authority : await getDidForHandle(kv, authority);
+  if (did === null || !isLookupDid(did) || await getAccount(kv, did) === null) {
+    throw new ReportError(
+      `Report subject record not found: ${show(subject.uri)} (no such account)`,
+    );
+  }
+  const stored = (await kv.get<StoredRecord>(repoRecordKey(did, collection, rkey))).value;
+  // A record the operator took down is held, not gone: it can still be reported.
+  const cid = stored?.cid ?? (await getRecordTakedown(kv, did, collection, rkey))?.cid;
+  if (cid === undefined) {
+    throw new ReportError(`Report subject record not found: ${show(subject.uri)}`);
+  }
+  if (cid !== subject.cid) {
+    throw new ReportError(
+      `Report subject record ${show(subject.uri)} is at cid ${show(cid)}, not ${show(subject.cid)}`,
+    );
   }
 }
 

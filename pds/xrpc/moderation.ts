@@ -10,7 +10,12 @@
 import { Hono } from "hono";
 import type { PdsContext, PdsEnv } from "../context.ts";
 import { requireAccess } from "../auth/access.ts";
-import { createReport, parseReportInput, ReportError } from "../moderation/reports.ts";
+import {
+  checkReportSubject,
+  createReport,
+  parseReportInput,
+  ReportError,
+} from "../moderation/reports.ts";
 import { RateLimiter } from "../rate_limiter.ts";
 import { XrpcError } from "./errors.ts";
 import { readJsonBody } from "./json_body.ts";
@@ -26,6 +31,8 @@ export function moderationRoutes(ctx: PdsContext): Hono<PdsEnv> {
     let input;
     try {
       input = parseReportInput(body);
+      // Before the rate limit: a report of nothing does not use up one of the member's.
+      await checkReportSubject(ctx.kv, input.subject);
     } catch (err) {
       if (err instanceof ReportError) throw new XrpcError(400, "InvalidRequest", err.message);
       throw err;
