@@ -1,7 +1,7 @@
 /**
- * A throwaway PostgreSQL cluster for tests (issue 40): `initdb` into a temporary directory, then
- * `pg_ctl start` with trust authentication, a unix socket in that directory and a free port on
- * 127.0.0.1, and durability off (`fsync`, `synchronous_commit`, `full_page_writes`): the data
+ * A throwaway PostgreSQL cluster for tests (issue 40): `initdb` into a temporary directory (UTF-8,
+ * C collation, C.UTF-8 character classes), then `pg_ctl start` with trust authentication, a unix
+ * socket in that directory and a free port on 127.0.0.1, and durability off (`fsync`, `synchronous_commit`, `full_page_writes`): the data
  * dies with the test. {@link stopPostgres} (or `await using`) stops the server and removes the
  * directory.
  *
@@ -44,10 +44,16 @@ export interface PostgresCluster extends AsyncDisposable {
   /** Directory of the unix socket (`.s.PGSQL.<port>`), also the cluster's temporary directory. */
   readonly socketDir: string;
   readonly port: number;
+  /**
+   * Character classes of the cluster's databases (`lc_ctype`): `C.UTF-8`, so full-text search
+   * and `lower()` know non-ASCII letters, or `C` on a system without that locale. Their collation
+   * is always `C`: text sorts by bytes, as in SQLite (cursors rely on it).
+   */
+  readonly ctype: string;
   readonly install: PostgresInstall;
   /**
-   * Creates the database `name` (from `template0`, UTF-8, C collation) and returns its URL,
-   * so each test can have an empty database of its own.
+   * Creates the database `name` (from `template0`, so UTF-8 with the cluster's collation and
+   * {@link ctype}) and returns its URL, so each test can have an empty database of its own.
    */
   createDatabase(name: string): Promise<string>;
   /** Stops the server (immediately: the data is thrown away) and removes its directory. */
@@ -73,6 +79,7 @@ export const TEST_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
 
 const BINARIES = ["initdb", "pg_ctl", "postgres", "createdb"] as const;
 const DIR_PREFIX = "social-pg-";
+const UTF8_CTYPE = "C.UTF-8";
 /** File of a cluster's directory holding the process id of the process that started it. */
 const OWNER_FILE = "owner";
 const START_TIMEOUT_S = 30;
@@ -126,15 +133,27 @@ export async function startPostgres(
     await reapOrphans(install, dir);
     if (install.runAs !== null) await Deno.chown(dir, install.runAs.uid, install.runAs.gid);
     const data = `${dir}/data`;
-    await runAs(install, [
-      `${install.bindir}/initdb`,
-      `--pgdata=${data}`,
-      `--username=${USER}`,
-      "--auth=trust",
-      "--encoding=UTF8",
-      "--locale=C",
-      "--no-sync",
-    ]);
+    const initdb = (ctype: string) =>
+      runAs(install, [
+        `${install.bindir}/initdb`,
+        `--pgdata=${data}`,
+        `--username=${USER}`,
+        "--auth=trust",
+        "--encoding=UTF8",
+        "--locale=C",
+        `--lc-ctype=${ctype}`,
+        "--no-sync",
+      ]);
+    let ctype = UTF8_CTYPE;
+    try {
+      await initdb(ctype);
+    } catch (e) {
+      // A system without the C.UTF-8 locale: byte order still, ASCII-only letter classes.
+      if (!/locale/i.test((e as Error).message)) throw e;
+      await Deno.remove(data, { recursive: true }).catch(() => {});
+      ctype = "C";
+      await initdb(ctype);
+    }
     const settings = { ...TEST_SETTINGS, ...opts.settings };
     for (let attempt = 1;; attempt++) {
       const port = freePort();
@@ -163,7 +182,7 @@ export async function startPostgres(
         throw new Error(`PostgreSQL did not start: ${(e as Error).message}\n${tail(log)}`);
       }
       started = true;
-      return clusterHandle(install, dir, port);
+      return clusterHandle(install, dir, port, ctype);
     }
   } catch (e) {
     if (!started) await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -175,7 +194,12 @@ export async function startPostgres(
 const running = new Map<string, () => void>();
 let exitHookInstalled = false;
 
-function clusterHandle(install: PostgresInstall, dir: string, port: number): PostgresCluster {
+function clusterHandle(
+  install: PostgresInstall,
+  dir: string,
+  port: number,
+  ctype: string,
+): PostgresCluster {
   const data = `${dir}/data`;
   const stopArgs = [`${install.bindir}/pg_ctl`, "stop", `--pgdata=${data}`, "--mode=immediate"];
   running.set(dir, () => {
@@ -209,6 +233,7 @@ function clusterHandle(install: PostgresInstall, dir: string, port: number): Pos
     url: `postgres://${USER}@127.0.0.1:${port}/postgres`,
     socketDir: dir,
     port,
+    ctype,
     install,
     async createDatabase(name: string): Promise<string> {
       if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) {
@@ -220,8 +245,6 @@ function clusterHandle(install: PostgresInstall, dir: string, port: number): Pos
         `--port=${port}`,
         `--username=${USER}`,
         "--template=template0",
-        "--encoding=UTF8",
-        "--locale=C",
         name,
       ]);
       return `postgres://${USER}@127.0.0.1:${port}/${name}`;

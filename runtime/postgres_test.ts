@@ -41,7 +41,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "createDatabase gives an empty database of its own, ordering text bytewise",
+  name: "createDatabase gives an empty database of its own, ordering text by bytes",
   ignore: install === null,
   async fn() {
     await using pg = (await startPostgres({ install: install! }))!;
@@ -49,12 +49,17 @@ Deno.test({
     assert.equal(url, `postgres://postgres@127.0.0.1:${pg.port}/index_a`);
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
-      const [db] = await sql`select current_database() as name, datcollate
+      const [db] = await sql`select current_database() as name, datcollate, datctype
         from pg_database where datname = current_database()`;
-      assert.deepEqual({ ...db }, { name: "index_a", datcollate: "C" });
-      // Cursors rely on it (appview/views/cursor.ts): `~` sorts after every ISO 8601 time.
-      const [{ after }] = await sql`select '~' > '2026-01-01T00:00:00.000Z' as after`;
-      assert.equal(after, true);
+      assert.deepEqual({ ...db }, { name: "index_a", datcollate: "C", datctype: pg.ctype });
+      // Cursors rely on byte order (appview/views/cursor.ts): `~` sorts after every ISO 8601
+      // time, and upper case before lower case.
+      const [order] = await sql`select '~' > '2026-01-01T00:00:00.000Z' as tilde, 'B' < 'a' as b`;
+      assert.deepEqual({ ...order }, { tilde: true, b: true });
+      if (pg.ctype === "C.UTF-8") {
+        const [{ lower }] = await sql`select lower('ÀÉÎ') as lower`;
+        assert.equal(lower, "àéî");
+      }
       const [{ n }] = await sql`select count(*)::int as n from pg_tables
         where schemaname = 'public'`;
       assert.equal(n, 0);
