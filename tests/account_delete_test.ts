@@ -120,12 +120,12 @@ async function assertDeleted(
     assert.deepEqual([res.status, res.body.error], [400, "RepoNotFound"], nsid);
   }
 
-  // The frame, as a foreign consumer decodes it.
+  // The frames, as a foreign consumer decodes them: the creation's, then the deletion's.
   const frames = await readStream(sys);
   const account = frames.filter((f) => f.header.t === "#account" && f.body.did === did);
   assert.deepEqual(
     account.map((f) => ({ active: f.body.active, status: f.body.status })),
-    [{ active: false, status: "deleted" }],
+    [{ active: true, status: undefined }, { active: false, status: "deleted" }],
   );
 }
 
