@@ -7,8 +7,13 @@
  * @module
  */
 
-import { accountKey } from "../store/keys.ts";
-import { type AccountEvent, commitAccountEvent } from "../sequencer/account_events.ts";
+import { accountKey, repoRootKey } from "../store/keys.ts";
+import { type AccountEvent, accountEventSpec } from "../sequencer/account_events.ts";
+import { commitFrameEvents, type FrameEventSpec } from "../sequencer/frame_events.ts";
+import { identityEventSpec } from "../sequencer/identity_events.ts";
+import { commitCar, syncEventSpec } from "../sequencer/sync_events.ts";
+import type { BlockStore } from "../repo/block_store.ts";
+import type { RepoRoot } from "../repo/repo_root.ts";
 import type { Account } from "./accounts.ts";
 
 /** The states an existing account is in. */
@@ -81,18 +86,39 @@ export type StatusChange =
  * Moves the account `did` to `status` and sequences its `#account` event, in one atomic
  * operation. A takedown overrides deactivation; `deactivated`/`active` from the member never
  * lift a takedown (`reason: "takendown"`); setting the current status changes nothing.
+ *
+ * A member's activation (`by: "member"`, `active`, with `blocks`) is announced as the reference
+ * host announces it: `#identity` (the handle), `#account`, then `#sync` (the repository's current
+ * commit) at consecutive seqs in the same operation (docs/behaviour.md 6.1 rule 10), so a
+ * consumer that dropped the account while it was deactivated learns its handle and state again.
  */
 export async function setAccountStatus(
   kv: Deno.Kv,
   did: string,
-  opts: { status: AccountStatus; by: "operator" | "member"; reason?: string; nowMs: number },
+  opts: {
+    status: AccountStatus;
+    by: "operator" | "member";
+    reason?: string;
+    nowMs: number;
+    blocks?: BlockStore;
+  },
 ): Promise<StatusChange> {
   let refusal: StatusChange | null = null;
-  const event = await commitAccountEvent(kv, {
+  const account = accountEventSpec(
     did,
-    active: opts.status === "active",
-    ...(opts.status === "active" ? {} : { status: opts.status }),
+    opts.status === "active",
+    opts.status === "active" ? undefined : opts.status,
+  );
+  const activation = opts.status === "active" && opts.by === "member" &&
+    opts.blocks !== undefined;
+  let events: FrameEventSpec<unknown>[] = [account];
+  const written = await commitFrameEvents<unknown>(kv, {
+    label: `Account event for ${did}`,
     nowMs: opts.nowMs,
+    // Read after each `prepare`, which decides them from what it read.
+    get events() {
+      return events;
+    },
     prepare: async () => {
       const entry = await kv.get<AccountWithStatus>(accountKey(did));
       if (entry.value === null) {
@@ -114,8 +140,25 @@ export async function setAccountStatus(
         status: opts.status,
         ...(opts.reason === undefined ? {} : { takedownReason: opts.reason }),
       };
-      return (op) => op.check(entry).set(entry.key, next);
+      const root = activation ? await kv.get<RepoRoot>(repoRootKey(did)) : null;
+      events = [account];
+      if (activation) {
+        events = [identityEventSpec(did, entry.value.handle), account];
+        if (root?.value != null) {
+          const car = await commitCar(opts.blocks!, did, root.value);
+          events.push(syncEventSpec(did, root.value.rev, car));
+        }
+      }
+      return (op) => {
+        op.check(entry).set(entry.key, next);
+        // The #sync names this commit: a commit landing meanwhile makes the operation retry.
+        if (root !== null) op.check(root);
+      };
     },
   });
-  return event === null ? refusal! : { changed: true, event };
+  if (written === null) return refusal!;
+  const event = written.find((e): e is AccountEvent =>
+    (e as { active?: unknown }).active !== undefined
+  )!;
+  return { changed: true, event };
 }

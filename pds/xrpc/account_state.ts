@@ -70,7 +70,12 @@ export function accountStateRoutes(ctx: PdsContext): Hono<PdsEnv> {
 
   const change = (status: AccountStatus) => async (c: { get(k: "auth"): { did: string } }) => {
     const { did } = c.get("auth");
-    const result = await setAccountStatus(ctx.kv, did, { status, by: "member", nowMs: ctx.now() });
+    const result = await setAccountStatus(ctx.kv, did, {
+      status,
+      by: "member",
+      nowMs: ctx.now(),
+      blocks: ctx.blocks,
+    });
     ctx.accountStatuses.invalidate(did);
     if (!result.changed && result.reason === "takendown") throw takendownError(did);
     if (!result.changed && result.reason === "unknown") {

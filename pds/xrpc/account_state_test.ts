@@ -3,6 +3,7 @@
 // stream (#account frames, decoded as a foreign consumer would) show after each step.
 
 import assert from "node:assert/strict";
+import { readCar } from "../../shared/car.ts";
 import { decodeFrame } from "../../shared/frame.ts";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { waitFor } from "../../runtime/_test_helpers.ts";
@@ -235,6 +236,21 @@ Deno.test("deactivateAccount hides the member's repository and refuses writes un
       true,
       undefined,
     ]);
+    // Activation announces the identity, the status and the repository's state, in that order
+    // at consecutive seqs, as the reference host does (docs/behaviour.md 6.1 rule 10).
+    const activation = live.frames.slice(-3);
+    assert.deepEqual(activation.map((f) => [f.header.t, f.body.seq]), [
+      ["#identity", 7],
+      ["#account", 8],
+      ["#sync", 9],
+    ]);
+    assert.equal(activation[0].body.handle, "bob.test");
+    const root = await answer(
+      xrpcGet(s.url, `com.atproto.sync.getLatestCommit?did=${encodeURIComponent(bob.did)}`),
+    );
+    assert.equal(activation[2].body.rev, root[1].rev);
+    const car = readCar(activation[2].body.blocks as Uint8Array);
+    assert.deepEqual(car.roots.map(String), [root[1].cid]);
     assert.equal((await answer(post(s, bob, "back")))[0], 200);
     assert.deepEqual(await syncAnswers(s, bob.did, rkey), [undefined, undefined, undefined]);
   } finally {
