@@ -60,3 +60,22 @@ Deno.test("after updateHandle the index shows the new handle in every view, by t
   const old = await bob.profile("alice.test");
   assert.deepEqual([old.did, old.handle, old.posts], ["", "alice.test", []]);
 });
+
+Deno.test("the push carries the new handle after updateHandle: a post pushed after the change does not bring the old one back", async () => {
+  await using sys = await startSystem({ push: true, handleSync: false });
+  const alice = sys.client();
+  const bob = sys.client();
+  const a = await alice.createAccount({ handle: "alice.test", password: "alice-password-1" });
+  await bob.createAccount({ handle: "bob.test", password: "bob-password-12" });
+  await alice.post({ text: "before the change" });
+  const handleSeen = async () => (await bob.profileByDid(a.did)).handle;
+  await waitFor(async () => (await handleSeen()) === "alice.test", { message: "indexed" });
+
+  await alice.updateHandle("alicia.test");
+  await waitFor(async () => (await handleSeen()) === "alicia.test", { message: "new handle" });
+  const after = await alice.post({ text: "after the change" });
+  await waitFor(async () => (await bob.thread(after.uri)).post !== null, { message: "pushed" });
+  assert.equal((await bob.thread(after.uri)).post?.handle, "alicia.test");
+  assert.equal(await handleSeen(), "alicia.test");
+  assert.equal((await bob.profile("alicia.test")).did, a.did);
+});

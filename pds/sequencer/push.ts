@@ -155,8 +155,9 @@ export class PushService {
   #dropped = 0;
   #pushed = 0;
   /**
-   * Handles by DID. Safe to keep: this host never changes an account's handle after creation
-   * (there is no updateHandle). Bounded; cleared when full.
+   * Handles by DID. A handle change ({@link forgetHandle}: the updateHandle route at once, and
+   * every `#identity` event the broadcaster reads) drops the entry, so no push after the change
+   * carries the old handle. Bounded; cleared when full.
    */
   readonly #handles = new Map<string, string | null>();
 
@@ -235,6 +236,11 @@ export class PushService {
     } finally {
       this.#running[i] = null;
     }
+  }
+
+  /** Forgets the cached handle of `did` (its handle changed). */
+  forgetHandle(did: string): void {
+    this.#handles.delete(did);
   }
 
   async #handleOf(did: string): Promise<string | null> {

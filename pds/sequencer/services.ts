@@ -9,6 +9,7 @@
 
 import { decodeFrame } from "../../shared/frame.ts";
 import { ACCOUNT_FRAME_TYPE } from "./account_events.ts";
+import { IDENTITY_FRAME_TYPE } from "./identity_events.ts";
 import { getAccount } from "../accounts/accounts.ts";
 import type { PdsContext, StreamServices } from "../context.ts";
 import { Broadcaster } from "./broadcast.ts";
@@ -35,27 +36,6 @@ export async function startStreamServices(
   if (ctx.stream) return ctx.stream;
   const log = ctx.log.child("stream");
   const frames = new FrameCache(ctx.kv);
-  const broadcaster = new Broadcaster(ctx.kv, {
-    log,
-    sequencer: ctx.sequencer,
-    pollMs: opts.pollMs,
-    frames,
-    // A status change, also one another process made (the operator's CLI), ends what the
-    // account status cache knew of the account.
-    onStoredFrame: (frame) => {
-      const { header, body } = decodeFrame(frame);
-      if (header.t === ACCOUNT_FRAME_TYPE && typeof body.did === "string") {
-        ctx.accountStatuses.invalidate(body.did);
-      }
-    },
-  });
-  const limits: Partial<StreamLimits> = {
-    maxBufferedBytes: ctx.config.streamMaxBufferedBytes,
-    stallTimeoutMs: ctx.config.streamStallTimeoutSeconds * 1000,
-    reservedConnections: ctx.config.streamReservedConnections,
-    ...opts.limits,
-  };
-  const hub = new StreamHub({ kv: ctx.kv, broadcaster, log, limits, frames });
   const push = ctx.config.appviewInternalUrl === null ? null : new PushService({
     kv: ctx.kv,
     sequencer: ctx.sequencer,
@@ -65,6 +45,27 @@ export async function startStreamServices(
     targetUrl: ctx.config.appviewInternalUrl,
     secret: ctx.config.ingestSecret,
   });
+  const broadcaster = new Broadcaster(ctx.kv, {
+    log,
+    sequencer: ctx.sequencer,
+    pollMs: opts.pollMs,
+    frames,
+    // A status change, also one another process made (the operator's CLI), ends what the
+    // account status cache knew of the account; a handle change, what the push knew.
+    onStoredFrame: (frame) => {
+      const { header, body } = decodeFrame(frame);
+      if (typeof body.did !== "string") return;
+      if (header.t === ACCOUNT_FRAME_TYPE) ctx.accountStatuses.invalidate(body.did);
+      if (header.t === IDENTITY_FRAME_TYPE) push?.forgetHandle(body.did);
+    },
+  });
+  const limits: Partial<StreamLimits> = {
+    maxBufferedBytes: ctx.config.streamMaxBufferedBytes,
+    stallTimeoutMs: ctx.config.streamStallTimeoutSeconds * 1000,
+    reservedConnections: ctx.config.streamReservedConnections,
+    ...opts.limits,
+  };
+  const hub = new StreamHub({ kv: ctx.kv, broadcaster, log, limits, frames });
   const retention = new RetentionWorker({
     kv: ctx.kv,
     log,

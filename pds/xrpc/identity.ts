@@ -56,6 +56,9 @@ export function identityRoutes(ctx: PdsContext): Hono<PdsEnv> {
       const body = await readJsonBody(c);
       try {
         await updateHandle(ctx, c.get("auth").did, body.handle ?? "");
+        // At once, not only when the broadcaster reads the #identity event (within 25 ms): a
+        // commit right after the change is pushed with the new handle.
+        ctx.stream?.push?.forgetHandle(c.get("auth").did);
       } catch (err) {
         if (err instanceof AccountError) throw new XrpcError(400, err.code, err.message);
         throw err;
