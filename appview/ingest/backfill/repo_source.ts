@@ -35,10 +35,11 @@ const LIST_MAX_BYTES = 4 * 1024 * 1024;
 export const LIST_PAGE = 500;
 
 /**
- * Why a fetch failed: `gone` (the host does not have the repository, or refuses it for good:
- * not retried), `inactive` (taken down or deactivated: `status` says which), `too-large`, `invalid`
- * (what came back does not verify), `unavailable` (the network, a timeout, a 5xx: retried with
- * backoff).
+ * Why a fetch failed: `gone` (the configured account host says it does not have the account or
+ * its repository: the only answer that removes an account from the index), `inactive` (taken down
+ * or deactivated: `status` says which), `too-large`, `invalid` (what came back does not verify,
+ * or a destination the SSRF check refuses), `unavailable` (the network, a timeout, a 5xx, another
+ * host without the repository). All but `gone` and `inactive` are retried with backoff.
  */
 export type RepoFetchFailure = "gone" | "inactive" | "too-large" | "invalid" | "unavailable";
 
@@ -114,7 +115,7 @@ export class RepoSource {
 
   /** The account's key, handle and host, from its DID document. */
   async locate(did: string, signal?: AbortSignal): Promise<RepoLocation> {
-    if (!isValidDid(did)) throw new RepoFetchError("gone", `Invalid DID: ${did}`);
+    if (!isValidDid(did)) throw new RepoFetchError("invalid", `Invalid DID: ${did}`);
     const url = `${this.#pdsUrl}${RESOLVE_DID_PATH}?did=${encodeURIComponent(did)}`;
     const { status, json } = await this.#getJson(url, {
       allowPrivate: true,
@@ -181,7 +182,12 @@ export class RepoSource {
       throw new RepoFetchError("inactive", `Repository of ${did} is ${status}`, status);
     }
     if (res.status === 400 && error === "RepoNotFound") {
-      throw new RepoFetchError("gone", `Host ${location.host} has no repository ${did}`);
+      // Only the configured account host's word removes an account; another host without it
+      // (the account moved, or that host is wrong) is a failure, retried.
+      throw new RepoFetchError(
+        location.local ? "gone" : "unavailable",
+        `Host ${location.host} has no repository ${did}`,
+      );
     }
     throw unavailable(
       `Host ${location.host} answered ${res.status} for the repository of ${did}${q(error)}`,
@@ -272,7 +278,7 @@ function fetchFailure(e: unknown, what: string): RepoFetchError {
   if (e instanceof SafeFetchError) {
     if (e.reason === "aborted") throw e;
     if (e.reason === "refused") {
-      return new RepoFetchError("gone", `Fetch for ${what} refused: ${e.message}`, null, {
+      return new RepoFetchError("invalid", `Fetch for ${what} refused: ${e.message}`, null, {
         cause: e,
       });
     }
