@@ -53,6 +53,7 @@ Deno.test("the account host answers every origin: success, error, not found and 
   const denied = await fetch(`${pds.url}/xrpc/com.atproto.server.getSession`, { headers: origin });
   assert.equal(denied.status, 401);
   assert.equal(denied.headers.get("access-control-allow-origin"), "*");
+  assert.equal(denied.headers.get("access-control-expose-headers"), "Retry-After");
   assert.equal((await denied.json()).error, "AuthMissing");
   const unknown = await fetch(`${pds.url}/xrpc/com.example.nothing`, { headers: origin });
   assert.equal(unknown.status, 501);
@@ -135,6 +136,8 @@ Deno.test("with PDS_CORS_ORIGINS, a listed origin is echoed on success, error, b
   const denied = await fetch(`${s.url}/xrpc/com.atproto.server.getSession`, { headers: origin });
   assert.equal(denied.status, 401);
   assert.equal(denied.headers.get("access-control-allow-origin"), LISTED);
+  // A browser client may read how long to wait after a 429.
+  assert.equal(denied.headers.get("access-control-expose-headers"), "Retry-After");
   assert.deepEqual(varyList(denied), ["Origin"]);
   assert.equal((await denied.json()).error, "AuthMissing");
 
@@ -194,6 +197,7 @@ Deno.test("with PDS_CORS_ORIGINS, an unlisted origin gets no Access-Control-Allo
     });
     assert.equal(denied.status, 401, origin);
     assert.equal(denied.headers.get("access-control-allow-origin"), null, origin);
+    assert.equal(denied.headers.get("access-control-expose-headers"), null, origin);
     await denied.body?.cancel();
 
     const preflight = await fetch(`${s.url}/xrpc/com.atproto.repo.createRecord`, {

@@ -4,7 +4,9 @@
  * With a list of origins, only those origins are echoed back (`Vary: Origin`); any other origin
  * gets no `Access-Control-Allow-Origin` and the browser blocks the response. Unset (null): every
  * origin, `Access-Control-Allow-Origin: *` (the startup logs a warning). Preflight requests
- * (`OPTIONS`) are answered 204 with the allowed methods and headers before routing.
+ * (`OPTIONS`) are answered 204 with the allowed methods and headers before routing. Allowed
+ * origins may read `Retry-After` (not a CORS-safelisted header), so a browser client can say when
+ * to try again after a 429.
  *
  * @module
  */
@@ -14,6 +16,8 @@ import { cors } from "hono/cors";
 
 /** Methods of both APIs (queries are GET, procedures POST). */
 export const CORS_ALLOW_METHODS: readonly string[] = ["GET", "POST", "OPTIONS"];
+/** Response headers beyond the safelisted ones that a cross-origin caller may read. */
+const EXPOSE_HEADERS = "Retry-After";
 /** How long a browser may cache a preflight answer, seconds. */
 export const CORS_MAX_AGE_SECONDS = 600;
 
@@ -44,11 +48,13 @@ export function corsMiddleware(
     const headers = c.res.headers;
     if (allowed === null) {
       headers.set("Access-Control-Allow-Origin", "*");
+      headers.set("Access-Control-Expose-Headers", EXPOSE_HEADERS);
       return;
     }
     const origin = c.req.header("origin");
     if (origin !== undefined && allowed.has(origin)) {
       headers.set("Access-Control-Allow-Origin", origin);
+      headers.set("Access-Control-Expose-Headers", EXPOSE_HEADERS);
     }
     headers.append("Vary", "Origin");
   };

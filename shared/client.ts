@@ -522,10 +522,14 @@ export class SocialClient {
     }
     if (!res.ok) {
       const err = json as { error?: unknown; message?: unknown } | null;
+      // Seconds only (the servers never send an HTTP date); a browser sees the header because
+      // both servers expose it to cross-origin callers (runtime/cors.ts).
+      const retryAfter = res.headers.get("retry-after")?.trim() ?? "";
       throw new XrpcClientError(
         res.status,
         typeof err?.error === "string" ? err.error : `HTTP${res.status}`,
         typeof err?.message === "string" ? err.message : text.slice(0, 200),
+        /^\d{1,9}$/.test(retryAfter) ? Number(retryAfter) : undefined,
       );
     }
     return json as T;

@@ -31,13 +31,17 @@ export class MemorySessionStore implements SessionStore {
   }
 }
 
-/** An error answered by a server: HTTP status and the `{error, message}` body. */
+/**
+ * An error answered by a server: HTTP status and the `{error, message}` body, and for a rate
+ * limit (429) the seconds its `Retry-After` header asks to wait, when it sent one.
+ */
 export class XrpcClientError extends Error {
   override name = "XrpcClientError";
   constructor(
     readonly status: number,
     readonly error: string,
     message: string,
+    readonly retryAfter?: number,
   ) {
     super(message);
   }
