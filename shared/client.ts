@@ -29,6 +29,7 @@ import type {
   AppPasswordInfo,
   BlobRef,
   CreatedRecord,
+  CreatedReport,
   Embed,
   MuteResult,
   Notification,
@@ -36,6 +37,7 @@ import type {
   Post,
   Profile,
   RecordTakedownInfo,
+  ReportReasonType,
   ServerDescription,
   Session,
   StrongRef,
@@ -255,6 +257,30 @@ export class SocialClient {
   ): Promise<{ takedowns: RecordTakedownInfo[]; cursor?: string }> {
     return this.#authed(this.#pds, "GET", "/xrpc/app.social.server.listRecordTakedowns", {
       query: page,
+    });
+  }
+
+  /**
+   * Reports an account (`{did}`) or a record (`{uri, cid}`, the version seen) to the server's
+   * operator (`com.atproto.moderation.createReport`, spec 4.1 rule 8); `reason` is optional
+   * text (at most 2,000 characters). The subject must be on this account host (400
+   * `InvalidRequest` otherwise); over `PDS_REPORTS_PER_HOUR`, 429 with
+   * {@link XrpcClientError.retryAfter}.
+   */
+  createReport(input: {
+    subject: { did: string } | StrongRef;
+    reasonType: ReportReasonType;
+    reason?: string;
+  }): Promise<CreatedReport> {
+    const subject = "did" in input.subject
+      ? { $type: "com.atproto.admin.defs#repoRef", did: input.subject.did }
+      : { $type: "com.atproto.repo.strongRef", uri: input.subject.uri, cid: input.subject.cid };
+    return this.#authed(this.#pds, "POST", "/xrpc/com.atproto.moderation.createReport", {
+      body: {
+        reasonType: input.reasonType,
+        ...(input.reason === undefined ? {} : { reason: input.reason }),
+        subject,
+      },
     });
   }
 

@@ -207,3 +207,33 @@ export interface CreatedRecord {
   uri: string;
   cid: string;
 }
+
+/**
+ * Why a member reports something: the reason types of `com.atproto.moderation.defs` that the
+ * account host takes (spec 4.1 rule 8).
+ */
+export type ReportReasonType = `com.atproto.moderation.defs#reason${
+  | "Spam"
+  | "Violation"
+  | "Misleading"
+  | "Sexual"
+  | "Rude"
+  | "Other"
+  | "Appeal"}`;
+
+/** What a report is about, as `createReport` sends and answers it: an account or a record. */
+export type ReportSubject =
+  | { $type: "com.atproto.admin.defs#repoRef"; did: string }
+  | { $type: "com.atproto.repo.strongRef"; uri: string; cid: string };
+
+/** The account host's answer to `com.atproto.moderation.createReport` (spec 4.1 rule 8). */
+export interface CreatedReport {
+  id: number;
+  reasonType: ReportReasonType;
+  reason?: string;
+  subject: ReportSubject;
+  /** DID of the reporting account. */
+  reportedBy: string;
+  /** ISO 8601. */
+  createdAt: string;
+}

@@ -6,8 +6,9 @@
  * edit seen by the other member, an access token that expires mid-session (refreshed once, the
  * action succeeds), a failed refresh (back to login, with the reason), a session surviving a
  * reload, hostile text shown as text, search, delete, block and mute from a profile (and unmute
- * in Settings), a password change, an app password created and revoked, a post the operator took
- * down listed in Settings, and account deletion.
+ * in Settings), reports of a post and of an account to the operator (and the rate limit's answer),
+ * a password change, an app password created and revoked, a post the operator took down listed in
+ * Settings, and account deletion.
  * Every main screen is checked with axe-core
  * and captured to `screenshots/` in both colour schemes at 360 and 1280 px.
  */
@@ -16,12 +17,15 @@ import assert from "node:assert/strict";
 import type { Page } from "puppeteer-core";
 import { INVALID_INVITE_MESSAGE } from "../pds/accounts/accounts.ts";
 import { createInviteCodes } from "../pds/accounts/invites.ts";
+import { listReports } from "../pds/moderation/reports.ts";
 import {
   checkAccessibility,
   ensureWebBuilt,
   launchBrowser,
   makeBmp,
+  SCREENSHOT_DIR,
   screenshotAll,
+  setLook,
   settle,
   skipBrowserTests,
 } from "./_browser.ts";
@@ -115,7 +119,8 @@ Deno.test({
     let pdsShiftMs = 0;
     await using sys = await startSystem({
       web: true,
-      pdsEnv: { PDS_INVITE_REQUIRED: "true" },
+      // Two reports an hour, so the third shows the rate limit's answer.
+      pdsEnv: { PDS_INVITE_REQUIRED: "true", PDS_REPORTS_PER_HOUR: "2" },
       pdsNow: () => Date.now() + pdsShiftMs,
     });
     await using files = await makeTempDir("web-e2e-");
@@ -716,6 +721,141 @@ Deno.test({
       await go(a, `${base}/`, "Home");
       await waitUntil(a, postWith(postText));
     });
+
+    await t.step(
+      "A reports one of B's posts and B's account; the account host keeps both; a third is refused with when to try again",
+      async () => {
+        const second = "A second one, no picture this time";
+        const didA = await a.evaluate(
+          `JSON.parse(localStorage.getItem("social.session")).did`,
+        ) as string;
+        // Not on one's own posts.
+        await go(a, `${base}/profile/alice.test`, "@alice.test");
+        await waitUntil(a, `${postWith("window.__pwned=1")}?.querySelector("button.delete")`);
+        assert.equal(
+          await a.evaluate(`${postWith("window.__pwned=1")}.querySelector("button.report")`),
+          null,
+        );
+        await go(a, `${base}/profile/bob.test`, "<i>Bob</i>");
+        const reportButton = `${postWith(second)}.querySelector("button.report")`;
+        // Opened with the first reason focused; Escape closes it and focus goes back.
+        await clickInPost(a, second, "button.report");
+        await waitUntil(a, `document.activeElement?.matches("dialog[open] input[type=radio]")`);
+        assert.equal(
+          await a.evaluate(`document.activeElement.value`),
+          "com.atproto.moderation.defs#reasonSpam",
+        );
+        const send = "dialog[open] button[type=submit]";
+        assert.equal(
+          await a.$eval(send, (el) => (el as unknown as { disabled: boolean }).disabled),
+          true,
+        );
+        await a.keyboard.press("Escape");
+        await waitUntil(a, `!document.querySelector("dialog")`);
+        assert.equal(await a.evaluate(`document.activeElement === ${reportButton}`), true);
+
+        await clickInPost(a, second, "button.report");
+        await a.waitForSelector("dialog[open] input[type=radio]", { timeout: TIMEOUT });
+        await a.click('dialog[open] input[value="com.atproto.moderation.defs#reasonRude"]');
+        const reason = "Keeps replying to me with insults";
+        await a.type("dialog[open] textarea", reason);
+        assert.equal(
+          await textOf(a, `document.querySelector("dialog[open] .counter")`),
+          `${reason.length}/2000 characters`,
+        );
+        await capture(a, "report");
+        await a.click(send);
+        await waitUntil(a, `document.querySelector('dialog[open] [role="status"]')`);
+        assert.equal(
+          await textOf(a, `document.querySelector('dialog[open] [role="status"]')`),
+          "Thanks, the server's operator will look at it.",
+        );
+        assert.equal(await textOf(a, `document.activeElement`), "Close");
+        await a.keyboard.press("Enter");
+        await waitUntil(a, `!document.querySelector("dialog")`);
+
+        const openProfileReport = async () => {
+          await a.click(".safety-actions button.report");
+          await a.waitForSelector("dialog[open] input[type=radio]", { timeout: TIMEOUT });
+          assert.equal(
+            await textOf(a, `document.querySelector("dialog[open] h2")`),
+            "Report @bob.test",
+          );
+        };
+        await openProfileReport();
+        await a.click('dialog[open] input[value="com.atproto.moderation.defs#reasonSpam"]');
+        await a.click(send);
+        await waitUntil(a, `document.querySelector('dialog[open] [role="status"]')`);
+        await a.keyboard.press("Escape");
+        await waitUntil(a, `!document.querySelector("dialog")`);
+
+        const res = await fetch(
+          `${sys.pdsUrl}/xrpc/com.atproto.repo.listRecords?repo=bob.test&collection=app.social.feed.post`,
+        );
+        const { records } = await res.json() as {
+          records: { uri: string; cid: string; value: { text: string } }[];
+        };
+        const post = records.find((r) => r.value.text === second)!;
+        const didB = post.uri.split("/")[2];
+        const stored = () =>
+          listReports(sys.pds.ctx.kv, { all: true }).then((list) =>
+            list.map(({ createdAt: _, ...rest }) => rest)
+          );
+        const expected = [
+          {
+            id: 1,
+            reasonType: "com.atproto.moderation.defs#reasonRude",
+            reason,
+            subject: { $type: "com.atproto.repo.strongRef", uri: post.uri, cid: post.cid },
+            reportedBy: didA,
+            status: "open",
+          },
+          {
+            id: 2,
+            reasonType: "com.atproto.moderation.defs#reasonSpam",
+            subject: { $type: "com.atproto.admin.defs#repoRef", did: didB },
+            reportedBy: didA,
+            status: "open",
+          },
+        ];
+        assert.deepEqual(await stored(), expected);
+
+        // The third in the hour: the dialog says when to try again, from Retry-After.
+        await openProfileReport();
+        await a.click('dialog[open] input[value="com.atproto.moderation.defs#reasonOther"]');
+        const refused = a.waitForResponse((r) =>
+          r.url().endsWith("/xrpc/com.atproto.moderation.createReport") && r.status() === 429
+        );
+        await a.click(send);
+        const retryAfter = Number((await refused).headers()["retry-after"]);
+        assert.ok(retryAfter > 1700 && retryAfter <= 1800, `Retry-After ${retryAfter}`);
+        await waitUntil(a, `document.querySelector('dialog[open] [role="alert"]')`);
+        assert.equal(
+          await textOf(a, `document.querySelector('dialog[open] [role="alert"]')`),
+          "You have sent as many reports as this server takes for now. Try again in " +
+            `${Math.ceil(retryAfter / 60)} minutes.`,
+        );
+        await capture(a, "report-limited");
+        // At 360 px the dialog scrolls: its end, with the message and the buttons.
+        for (const scheme of ["light", "dark"] as const) {
+          await setLook(a, scheme, 360);
+          await a.evaluate(`document.querySelector("dialog[open]").scrollTop = 1e6`);
+          await settle(a);
+          const path = new URL(`report-limited-end-${scheme}-360.png`, SCREENSHOT_DIR).pathname;
+          await a.screenshot({ path: path as `${string}.png` });
+        }
+        await setLook(a, "light", 1280);
+        await a.click("dialog[open] button.secondary");
+        await waitUntil(a, `!document.querySelector("dialog")`);
+        assert.equal(
+          await a.evaluate(
+            `document.activeElement === document.querySelector(".safety-actions button.report")`,
+          ),
+          true,
+        );
+        assert.deepEqual(await stored(), expected);
+      },
+    );
 
     await t.step("A deletes the hostile post; logging out clears the session", async () => {
       await go(a, `${base}/profile/alice.test`, "@alice.test");

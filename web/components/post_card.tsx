@@ -1,7 +1,8 @@
 /**
  * One post as the lists and the thread show it: author, text (as text), embed, time, and the
- * actions (reply, repost, like, delete own post, open the thread). Like and repost answer at
- * once and are undone if the account host refuses.
+ * actions (reply, repost, like, open the thread, and in the last place delete on one's own post or
+ * report on another member's). Like and repost answer at once and are undone if the account host
+ * refuses.
  *
  * @module
  */
@@ -14,7 +15,8 @@ import { fullTime, shortAge } from "../lib/time.ts";
 import { useApp } from "../state.ts";
 import { ActorName, Avatar, showHandle } from "./avatar.tsx";
 import { EmbedView } from "./embed.tsx";
-import { HeartIcon, ReplyIcon, RepostIcon, TrashIcon } from "./icons.tsx";
+import { FlagIcon, HeartIcon, ReplyIcon, RepostIcon, TrashIcon } from "./icons.tsx";
+import { ReportDialog } from "./report_dialog.tsx";
 import { RichText } from "./rich_text.tsx";
 
 /** The viewer's own like and repost of a post (record URIs), as the index knows them. */
@@ -56,6 +58,7 @@ export function PostCard(props: PostCardProps): JSX.Element {
   const [reposts, setReposts] = useState(post.repost_count ?? 0);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [reporting, setReporting] = useState(false);
   useEffect(() => setLike(props.viewer?.like ?? null), [props.viewer?.like]);
   useEffect(() => setRepost(props.viewer?.repost ?? null), [props.viewer?.repost]);
   useEffect(() => setLikes(post.like_count ?? 0), [post.like_count]);
@@ -179,10 +182,31 @@ export function PostCard(props: PostCardProps): JSX.Element {
                 <TrashIcon />
               </button>
             )}
+            {!mine && app.session !== null && (
+              <button
+                type="button"
+                class="action report"
+                aria-label="Report post"
+                title="Report post"
+                aria-haspopup="dialog"
+                onClick={() => setReporting(true)}
+              >
+                <FlagIcon />
+              </button>
+            )}
           </div>
         )}
         {error && <p class="inline-error" role="alert">{error}</p>}
       </div>
+      {reporting && (
+        <ReportDialog
+          subject={ref}
+          title="Report post"
+          who={showHandle(author)}
+          quote={post.text}
+          onClose={() => setReporting(false)}
+        />
+      )}
     </article>
   );
 }

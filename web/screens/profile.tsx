@@ -1,8 +1,8 @@
 /**
  * A profile by handle or by DID (spec 2.4, 4.2 rule 3): banner, avatar, name, description,
- * counts, follow/unfollow, block/unblock (a public record, spec 2.14) and mute/unmute (private to
- * the member, spec 4.2 rule 11), the latest posts, and links to the follower lists. Placeholder
- * handles (spec 2.1) are shown as they are.
+ * counts, follow/unfollow, block/unblock (a public record, spec 2.14), mute/unmute (private to
+ * the member, spec 4.2 rule 11) and report (to the operator, spec 4.1 rule 8), the latest posts,
+ * and links to the follower lists. Placeholder handles (spec 2.1) are shown as they are.
  *
  * @module
  */
@@ -12,6 +12,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { Profile, SocialClient } from "../../shared/client.ts";
 import { Avatar, isPlaceholder, showHandle } from "../components/avatar.tsx";
 import { PostCard } from "../components/post_card.tsx";
+import { ReportDialog } from "../components/report_dialog.tsx";
 import { useViewerState } from "../components/post_list.tsx";
 import { RichText } from "../components/rich_text.tsx";
 import { Empty, ErrorBox, Loading } from "../components/states.tsx";
@@ -80,6 +81,7 @@ export function ProfileScreen(props: { actor: string }): JSX.Element {
                   <SafetyButtons
                     did={p.did}
                     name={name}
+                    handle={showHandle(p.handle)}
                     onBlocked={setBlocked}
                     onChange={() => loadProfile(app, props.actor).then(set, () => reload())}
                   />
@@ -201,10 +203,12 @@ async function blockIndexed(client: SocialClient, did: string, blocked: boolean)
 /**
  * Block/unblock and mute/unmute, from the viewer's block record (`/api/viewer`) and mute state
  * (`/api/mutes/<did>`); `onBlocked` hears the block state, `onChange` reads the profile again (in place) once the index has the change.
+ * Report opens the report dialog for the account.
  */
 function SafetyButtons(props: {
   did: string;
   name: string;
+  handle: string;
   onBlocked: (blocked: boolean) => void;
   onChange: () => void;
 }): JSX.Element {
@@ -214,6 +218,7 @@ function SafetyButtons(props: {
   const [muted, setMuted] = useState<boolean | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [reporting, setReporting] = useState(false);
   useEffect(() => {
     let live = true;
     setBlock(undefined);
@@ -293,7 +298,24 @@ function SafetyButtons(props: {
       >
         {block === undefined ? "…" : block ? "Unblock" : "Block"}
       </button>
+      <button
+        type="button"
+        class="button small secondary report"
+        title={`Report ${props.name} to the server's operator`}
+        aria-haspopup="dialog"
+        onClick={() => setReporting(true)}
+      >
+        Report
+      </button>
       {error && <p class="inline-error" role="alert">{error}</p>}
+      {reporting && (
+        <ReportDialog
+          subject={{ did: props.did }}
+          title={`Report ${props.handle}`}
+          who={props.handle}
+          onClose={() => setReporting(false)}
+        />
+      )}
     </div>
   );
 }
