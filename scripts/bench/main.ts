@@ -27,6 +27,7 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
     fn: "benchSubscriberMemory",
   },
   { name: "public-ingest", module: "./public_ingest_bench.ts", fn: "benchPublicIngest" },
+  { name: "backfill", module: "./backfill_bench.ts", fn: "benchBackfill" },
 ];
 
 /**
