@@ -345,6 +345,9 @@ Deno.test("after the account host is restored from an older copy of its KV file,
     const laterHead = await readHeadSeq(pds.ctx.kv);
     await waitFor(() => readCursor(db, CURSOR_LOCAL_SEQ) === laterHead, { timeoutMs: 10_000 });
     assert.deepEqual(posts(), ["a1", "a2", "a3 (after the backup)", "b2", "c1 (after the backup)"]);
+    // A new account's #sync names the commit the stream just gave: nothing is fetched.
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(lines.filter((l) => l.msg === "Backfill applied"), []);
 
     // The restore: the old copy put back while the host is stopped.
     await pds.close();

@@ -89,6 +89,7 @@ export class Backfiller implements AsyncDisposable {
   readonly #inFlight = new Map<string, Promise<void>>();
   readonly #abort = new AbortController();
   #timer: ReturnType<typeof setInterval> | null = null;
+  #soon: ReturnType<typeof setTimeout> | null = null;
   #reconcile: Promise<void> | null = null;
   #reconcileTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #onOutcome: BackfillerOptions["onOutcome"];
@@ -124,8 +125,13 @@ export class Backfiller implements AsyncDisposable {
   streamHooks(): LocalStreamHooks {
     return {
       restored: (restore) => void this.hostRestored(restore),
+      // Queued now (durable before the frame's cursor moves), worked on a later turn: the frame
+      // is accepted before the batch holding the commits before it is applied, and a row whose
+      // rev the index then holds is done without a fetch (a new account's #sync).
       sync: (did, rev) => {
-        if (this.#ctx.writer.storedRev(did) !== rev) this.request(did, "sync", rev);
+        if (this.#ctx.writer.storedRev(did) === rev) return;
+        this.#queue.enqueue(did, "sync", rev, this.#ctx.now().toISOString());
+        this.#wakeSoon();
       },
     };
   }
@@ -143,6 +149,14 @@ export class Backfiller implements AsyncDisposable {
   request(did: string, reason: BackfillReason, targetRev: string | null = null): void {
     this.#queue.enqueue(did, reason, targetRev, this.#ctx.now().toISOString());
     if (this.#started) this.wake();
+  }
+
+  #wakeSoon(): void {
+    if (!this.#started || this.#closed) return;
+    this.#soon ??= setTimeout(() => {
+      this.#soon = null;
+      this.wake();
+    }, 0);
   }
 
   /** Starts the due rows, up to the concurrency bound (never two of one DID). */
@@ -221,6 +235,8 @@ export class Backfiller implements AsyncDisposable {
     this.#closed = true;
     if (this.#timer !== null) clearInterval(this.#timer);
     if (this.#reconcileTimer !== null) clearTimeout(this.#reconcileTimer);
+    if (this.#soon !== null) clearTimeout(this.#soon);
+    this.#soon = null;
     this.#timer = this.#reconcileTimer = null;
     if (this.#started) this.#ctx.writer.listenForGaps(undefined);
     this.#abort.abort(new Error("Backfill worker closed"));
