@@ -140,7 +140,7 @@ export class Backfiller implements AsyncDisposable {
   start(): void {
     if (this.#started) throw new Error("Backfiller already started");
     this.#started = true;
-    this.#ctx.writer.listenForGaps(() => this.wake());
+    this.#ctx.writer.listenForGaps(() => this.#wakeSoon());
     this.#timer = setInterval(() => this.wake(), this.#pollIntervalMs);
     this.wake();
   }
