@@ -1,9 +1,9 @@
 /**
  * A throwaway PostgreSQL cluster for tests (issue 40): `initdb` into a temporary directory (UTF-8,
  * C collation, C.UTF-8 character classes), then `pg_ctl start` with trust authentication, a unix
- * socket in that directory and a free port on 127.0.0.1, and durability off (`fsync`, `synchronous_commit`, `full_page_writes`): the data
- * dies with the test. {@link stopPostgres} (or `await using`) stops the server and removes the
- * directory.
+ * socket in that directory and a free port on 127.0.0.1, and durability off (`fsync`,
+ * `synchronous_commit`, `full_page_writes`): the data dies with the test.
+ * {@link PostgresCluster.stop} (or `await using`) stops the server and removes the directory.
  *
  * The binaries come from `PG_BINDIR` when set, else the directory of an `initdb` on `PATH`, else
  * the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout, which keeps them off `PATH`).
@@ -68,7 +68,7 @@ export interface StartPostgresOptions {
   settings?: Readonly<Record<string, string>>;
 }
 
-/** Server settings of every throwaway cluster: durability off, nothing but stderr logging. */
+/** Server settings of every throwaway cluster: durability off, the log in `server.log`. */
 export const TEST_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
   fsync: "off",
   synchronous_commit: "off",
