@@ -252,15 +252,7 @@ function parseSeconds(
   fallback: number,
   range: { min: number; max: number },
 ): number {
-  const raw = nonEmpty(env, name);
-  if (raw === undefined) return fallback;
-  const seconds = Number(raw);
-  if (!/^\d+$/.test(raw) || seconds < range.min || seconds > range.max) {
-    throw new ConfigError(
-      `${name} must be a whole number of seconds from ${range.min} to ${range.max}, got ${raw}`,
-    );
-  }
-  return seconds;
+  return parseWhole(env, name, fallback, range, " of seconds");
 }
 
 function parseCount(
@@ -269,12 +261,23 @@ function parseCount(
   fallback: number,
   range: { min: number; max: number },
 ): number {
+  return parseWhole(env, name, fallback, range, "");
+}
+
+/** A whole number in `range` ("a whole number`unit` from min to max" when not). */
+function parseWhole(
+  env: Env,
+  name: string,
+  fallback: number,
+  range: { min: number; max: number },
+  unit: string,
+): number {
   const raw = nonEmpty(env, name);
   if (raw === undefined) return fallback;
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || n < range.min || n > range.max) {
     throw new ConfigError(
-      `${name} must be a whole number from ${range.min} to ${range.max}, got ${raw}`,
+      `${name} must be a whole number${unit} from ${range.min} to ${range.max}, got ${raw}`,
     );
   }
   return n;
