@@ -33,19 +33,28 @@ export interface SearchPage {
 }
 
 /**
- * Turns user input into an FTS5 query of quoted plain terms; null when nothing searchable is
- * left (the result is then empty).
+ * The words of user input that are searched, in order: split on white space, without the words
+ * that have no letter or digit, each cut to {@link MAX_TERM_LENGTH} characters, at most
+ * {@link MAX_SEARCH_TERMS}. Shared with the PostgreSQL search (`pg/search.ts`).
  */
-export function toFtsQuery(input: string): string | null {
+export function searchTerms(input: string): string[] {
   const terms: string[] = [];
   // Control characters (NUL ends an FTS5 string early) separate words like white space.
   for (const word of input.replace(/\p{Cc}/gu, " ").split(/\s+/u)) {
     if (word === "" || !HAS_WORD_CHAR.test(word)) continue;
-    const term = [...word].slice(0, MAX_TERM_LENGTH).join("");
-    terms.push(`"${term.replaceAll('"', '""')}"`);
+    terms.push([...word].slice(0, MAX_TERM_LENGTH).join(""));
     if (terms.length === MAX_SEARCH_TERMS) break;
   }
-  return terms.length === 0 ? null : terms.join(" ");
+  return terms;
+}
+
+/**
+ * Turns user input into an FTS5 query of quoted plain terms; null when nothing searchable is
+ * left (the result is then empty).
+ */
+export function toFtsQuery(input: string): string | null {
+  const terms = searchTerms(input);
+  return terms.length === 0 ? null : terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(" ");
 }
 
 /** Searches posts with a statement prepared once. */
