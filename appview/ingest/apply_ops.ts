@@ -691,7 +691,7 @@ export function backfillTime(createdAt: unknown, now: string): string {
 }
 
 /** The commit spans of a call, checked: sorted, not overlapping, within the ops. */
-function spansOf(ops: readonly IndexOp[], opts: ApplyOptions): readonly CommitSpan[] {
+export function spansOf(ops: readonly IndexOp[], opts: ApplyOptions): readonly CommitSpan[] {
   if (opts.commit !== undefined) {
     if (opts.commits !== undefined) {
       throw new RangeError("Options commit and commits cannot be given together");

@@ -20,6 +20,7 @@ import {
   PG_TABLES_V10,
   searchFunctionsSql,
 } from "./schema.ts";
+import { PG_WRITE_FUNCTIONS_V10 } from "./write_functions.ts";
 
 /** A transaction (or connection) migrations run on. */
 export type PgTx = postgres.TransactionSql | postgres.Sql;
@@ -45,6 +46,7 @@ async function initialSchema(tx: PgTx): Promise<void> {
   if (own === null) throw new Error("No schema to create the index's tables in (search_path)");
   await tx.unsafe(searchFunctionsSql(ext as string, own as string));
   await tx.unsafe(PG_TABLES_V10);
+  await tx.unsafe(PG_WRITE_FUNCTIONS_V10);
 }
 
 /** Every migration, in order. */

@@ -112,7 +112,7 @@ export class ProfileIndexer implements CollectionIndexer {
 }
 
 /** CID string of a blob reference in lex JSON form (`{ref: {$link}}`), or null. */
-function blobCid(blob: unknown): string | null {
+export function blobCid(blob: unknown): string | null {
   if (typeof blob !== "object" || blob === null) return null;
   const ref = (blob as { ref?: unknown }).ref;
   if (typeof ref === "string") return ref;

@@ -1,0 +1,643 @@
+/**
+ * The index write path on PostgreSQL (issue 40): {@link PgIndexWriter} has the semantics of
+ * `IndexWriter` (appview/ingest/apply_ops.ts, whose module comment is the reference): ops applied
+ * in order in transactions of up to `batchSize` ops, idempotent upserts, the rev gate per commit,
+ * gaps queued for a backfill, skips counted in `ingest_skips`, the cursor, revs and skips written
+ * in the transaction of the ops, notifications in the statement pair of the counter change, an
+ * op whose SQL fails skipped alone after its batch is re-run op by op.
+ *
+ * It is built for round trips (one awaited statement costs about a hundred SQLite statements):
+ * - the checks and flattening are pure JavaScript (`flatten.ts`, the SQLite write path's own
+ *   checks and the indexers' field logic, imported);
+ * - a transaction is a few round trips, whatever its size: the index write lock, the stored revs
+ *   of its commits and the actor ids it does not know yet; the actor ids it assigns (only when
+ *   there are new DIDs); the ops; the revs, gaps, skips and cursor; COMMIT. Statements of one
+ *   round trip are pipelined;
+ * - ops are applied by the database, in order: runs of independent posts, likes, reposts, follows
+ *   and their deletes by set-based statements (`fast_path.ts`), everything else by
+ *   `index_apply_op` (appview/db/pg/write_functions.ts), which runs the SQLite indexers'
+ *   statements op by op.
+ *
+ * One writer at a time: every transaction takes the index write lock
+ * (`pg_advisory_xact_lock`, `PG_LOCK_INDEX_WRITE`) before it reads anything, so writers in other
+ * processes (an API process's push, consumers, handle sync) wait for each other as SQLite's
+ * writers do, ids grow in commit order, and the revs read are the revs committed. Calls on one
+ * writer are queued: one transaction at a time.
+ *
+ * Differences from SQLite: U+0000 in text is stored as U+FFFD (`flatten.ts`); an op whose SQL
+ * fails keeps the actor ids it assigned (SQLite rolls them back with the op's savepoint); an index
+ * entry longer than PostgreSQL's B-tree limit (about 2,700 bytes: a hostile record's reply URI of
+ * that length) fails the op, which is then skipped as `apply_error`.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+import type { DatabaseSync } from "node:sqlite";
+import type { IndexOp, RecordOp } from "../../../shared/ops.ts";
+import { type Logger, silentLogger } from "../../../shared/log.ts";
+import type { PgSql } from "../../db/pg/open.ts";
+import { PG_LOCK_INDEX_WRITE, PG_LOCK_NAMESPACE } from "../../db/pg/schema.ts";
+import { OP_COLUMNS } from "../../db/pg/write_functions.ts";
+import {
+  type ApplyOptions,
+  type ApplyResult,
+  backfillTime,
+  type CommitRef,
+  type CommitSpan,
+  DEFAULT_BATCH_SIZE,
+  type IndexWriterOptions,
+  type IndexWriterStats,
+  type SnapshotResult,
+  spansOf,
+} from "../apply_ops.ts";
+import { diffRepo } from "../backfill/repo_diff.ts";
+import { type SkipReason, SkipTally } from "../skips.ts";
+import { type FlatOp, INDEXED_COLLECTIONS, type PreparedOp, prepareOp } from "./flatten.ts";
+import { applyFast, planRuns } from "./fast_path.ts";
+import { readIndexedRecords } from "./indexed_records.ts";
+
+/** Cached actor ids before the cache is emptied (about 100 bytes each). */
+export const ACTOR_CACHE_MAX = 200_000;
+/** Ops per call of `index_apply_ops` (the general path). */
+export const CALL_OPS = 2_000;
+
+/** A verified repository to apply whole (`VerifiedSnapshot` of appview/db/store.ts). */
+export interface PgSnapshot {
+  readonly did: string;
+  readonly rev: string;
+  readonly expectedRev: string | null;
+  /** Ops applied first, as they are (the handle, the account, its status). */
+  readonly facts: readonly IndexOp[];
+  /** The repository's records, in key order. */
+  readonly records: readonly RecordOp[];
+}
+
+/** Options of {@link PgIndexWriter}: those of `IndexWriter`, and the set-based fast path. */
+export interface PgIndexWriterOptions extends IndexWriterOptions {
+  /**
+   * Apply runs of independent ops by set-based statements (default true); false sends every op
+   * through `index_apply_op` (the reference the fast path is tested against).
+   */
+  fastPath?: boolean;
+}
+
+/** One applied op on its way to the database. */
+export interface PendingOp {
+  /** Position in the batch's ops. */
+  readonly index: number;
+  readonly flat: FlatOp;
+  /** Indexing time. */
+  readonly now: string;
+  /** Actor ids of `flat.did` and `flat.sdid` (null: none). */
+  a: number | null;
+  s: number | null;
+}
+
+/** What the database reports of an op: a handle held by another DID, or (isolated) an error. */
+export interface OpReport {
+  readonly holder: string | null;
+  readonly error: string | null;
+}
+
+interface Batch {
+  readonly ops: readonly IndexOp[];
+  readonly start: number;
+  readonly end: number;
+  readonly spans: readonly CommitSpan[];
+  readonly span: number;
+  readonly spanEnd: number;
+  readonly snapshot?: PgSnapshot;
+}
+
+interface BatchResult {
+  applied: number;
+  skipped: number;
+  stale: number;
+  staleOps: number;
+  previousRev?: string | null;
+}
+
+/** An op's SQL failed (the batch is re-run op by op). */
+class OpFailure extends Error {
+  override readonly name = "OpFailure";
+  constructor(override readonly cause: unknown) {
+    super("Index ops failed");
+  }
+}
+
+/** Rows of the upserts the skip tally runs (`skips.ts`), collected instead of run. */
+type SkipRow = [string, string, number, string, string | null, string];
+
+/** Applies {@link IndexOp}s to the index database on PostgreSQL (module comment). */
+export class PgIndexWriter {
+  readonly #sql: PgSql;
+  readonly #now: () => Date;
+  readonly #log: Logger;
+  readonly #batchSize: number;
+  readonly #fastPath: boolean;
+  #onGap: ((dids: readonly string[]) => void) | undefined;
+  /** Committed actor ids by DID (bounded). */
+  #ids = new Map<string, number>();
+  readonly #skips: SkipTally;
+  #skipRows: SkipRow[] = [];
+  /** The call running (calls are queued). */
+  #queue: Promise<unknown> = Promise.resolve();
+  readonly #stats: IndexWriterStats = {
+    applied: 0,
+    skipped: 0,
+    skippedByReason: {
+      invalid_op: 0,
+      invalid_record: 0,
+      unsupported_collection: 0,
+      apply_error: 0,
+      handle_conflict: 0,
+    },
+    batches: 0,
+    retriedBatches: 0,
+    stale: 0,
+    staleOps: 0,
+  };
+
+  constructor(sql: PgSql, opts: PgIndexWriterOptions = {}) {
+    const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
+      throw new RangeError(`Batch size must be an integer from 1 to 100000: ${batchSize}`);
+    }
+    this.#sql = sql;
+    this.#now = opts.now ?? (() => new Date());
+    this.#log = opts.log ?? silentLogger;
+    this.#batchSize = batchSize;
+    this.#fastPath = opts.fastPath ?? true;
+    this.#onGap = opts.onGap;
+    // The SQLite tally's counting, its upserts collected (flushed in one statement here).
+    const collector = {
+      prepare: () => ({ run: (...row: SkipRow) => void this.#skipRows.push(row) }),
+    } as unknown as DatabaseSync;
+    this.#skips = new SkipTally(collector, new Map([...INDEXED_COLLECTIONS].map((c) => [c, c])));
+  }
+
+  /**
+   * Applies `ops` in order (`IndexWriter.applyOps`): transactions of up to `batchSize` ops,
+   * extended to the end of a commit span; the cursor in the transaction of the last batch.
+   *
+   * @throws RangeError when `commits` spans are out of order or out of bounds (nothing applied)
+   * @throws Error when a transaction cannot begin or commit (ops of that batch not applied)
+   */
+  applyOps(ops: readonly IndexOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
+    return this.#serial(() => this.#applyOps(ops, opts));
+  }
+
+  /** Totals since this writer was created (a copy). */
+  stats(): IndexWriterStats {
+    return { ...this.#stats, skippedByReason: { ...this.#stats.skippedByReason } };
+  }
+
+  /** Sets the listener of gaps, replacing any (`IndexWriter.listenForGaps`). */
+  listenForGaps(listener: ((dids: readonly string[]) => void) | undefined): void {
+    this.#onGap = listener;
+  }
+
+  /** The rev of the latest commit applied for `did` (null: none), as committed. */
+  async storedRev(did: string): Promise<string | null> {
+    const [row] = await this.#sql`SELECT rev FROM repo_revs WHERE did = ${did}`;
+    return row === undefined ? null : row.rev as string;
+  }
+
+  /**
+   * Applies a verified repository whole, in one transaction (`IndexWriter.applySnapshot`): the
+   * ops that make the account's rows those of the repository, planned against the rows read in
+   * that transaction (`repo_diff.ts`), unless the snapshot is stale.
+   *
+   * @throws Error when the transaction cannot begin or commit (nothing applied)
+   */
+  applySnapshot(snapshot: PgSnapshot): Promise<SnapshotResult> {
+    return this.#serial(async () => {
+      const batch: Batch = { ops: [], start: 0, end: 0, spans: [], span: 0, spanEnd: 0, snapshot };
+      const result = await this.#runBatch(batch, undefined);
+      return {
+        applied: result.applied,
+        skipped: result.skipped,
+        stale: result.stale > 0,
+        previousRev: result.previousRev ?? null,
+      };
+    });
+  }
+
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(fn, fn);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #applyOps(ops: readonly IndexOp[], opts: ApplyOptions): Promise<ApplyResult> {
+    const spans = spansOf(ops, opts);
+    const result: ApplyResult = spans.length > 0 || opts.commits !== undefined
+      ? { applied: 0, skipped: 0, stale: 0 }
+      : { applied: 0, skipped: 0 };
+    if (ops.length === 0 && opts.cursor === undefined && spans.length === 0) return result;
+    let span = 0;
+    for (let start = 0; start < ops.length || start === 0;) {
+      let end = Math.min(ops.length, start + this.#batchSize);
+      let next = span;
+      while (next < spans.length && spans[next].end <= end && spans[next].start < end) next++;
+      if (next < spans.length && spans[next].start < end) end = spans[next++].end;
+      if (end === ops.length) next = spans.length;
+      const cursor = end === ops.length ? opts.cursor : undefined;
+      const batch = await this.#runBatch({ ops, start, end, spans, span, spanEnd: next }, cursor);
+      result.applied += batch.applied;
+      result.skipped += batch.skipped;
+      if (result.stale !== undefined) result.stale += batch.stale;
+      if (end === ops.length) break;
+      start = end;
+      span = next;
+    }
+    return result;
+  }
+
+  async #runBatch(batch: Batch, cursor: ApplyOptions["cursor"]): Promise<BatchResult> {
+    try {
+      return await this.#transaction(batch, cursor, false);
+    } catch (e) {
+      if (!(e instanceof OpFailure)) throw e;
+      this.#log.warn("Index ops failed, re-running their batch op by op", { error: e.cause });
+      this.#stats.retriedBatches++;
+      return await this.#transaction(batch, cursor, true);
+    }
+  }
+
+  async #transaction(
+    batch: Batch,
+    cursor: ApplyOptions["cursor"],
+    isolate: boolean,
+  ): Promise<BatchResult> {
+    const { spans, spanEnd, snapshot } = batch;
+    const result: BatchResult = { applied: 0, skipped: 0, stale: 0, staleOps: 0 };
+    const tx = new TxState();
+    let prepared = snapshot === undefined ? prepareAll(batch.ops, batch.start, batch.end) : [];
+    this.#skipRows = [];
+    let staleSnapshot = false;
+    try {
+      await this.#sql.begin(async (sql) => {
+        let { ops, end } = batch;
+        // Round trip: the write lock, then (under it) the stored revs and unknown actor ids.
+        const revDids = new Set<string>();
+        for (let s = batch.span; s < spanEnd; s++) revDids.add(spans[s].commit.did);
+        if (snapshot !== undefined) revDids.add(snapshot.did);
+        const unknown = snapshot === undefined ? this.#unknownDids(prepared, tx) : [];
+        const [, revRows, idRows, held] = await Promise.all([
+          sql`SELECT pg_advisory_xact_lock(${PG_LOCK_NAMESPACE}, ${PG_LOCK_INDEX_WRITE})`,
+          revDids.size === 0
+            ? []
+            : sql`SELECT did, rev FROM repo_revs WHERE did = ANY(${[...revDids]}::text[])`,
+          unknown.length === 0
+            ? []
+            : sql`SELECT id, did FROM actors WHERE did = ANY(${unknown}::text[])`,
+          snapshot === undefined ? null : readIndexedRecords(sql, snapshot.did),
+        ]);
+        for (const { did, rev } of revRows) tx.stored.set(did as string, rev as string);
+        for (const { id, did } of idRows) tx.ids.set(did as string, id as number);
+        if (snapshot !== undefined) {
+          const previous = tx.storedRev(snapshot.did);
+          result.previousRev = previous;
+          if (previous !== null && snapshot.rev < previous && previous !== snapshot.expectedRev) {
+            result.stale = 1;
+            staleSnapshot = true;
+            return;
+          }
+          ops = [...snapshot.facts, ...diffRepo(snapshot.did, held!, snapshot.records)];
+          end = ops.length;
+          prepared = prepareAll(ops, 0, end);
+          const more = this.#unknownDids(prepared, tx);
+          if (more.length > 0) {
+            for (
+              const { id, did }
+                of await sql`SELECT id, did FROM actors WHERE did = ANY(${more}::text[])`
+            ) {
+              tx.ids.set(did as string, id as number);
+            }
+          }
+        }
+        // The rev gate and the clock, op by op in order (as IndexWriter.#transaction).
+        const pending: PendingOp[] = [];
+        const skips: { index: number; reason: SkipReason; detail: string }[] = [];
+        const needIds = new Set<string>();
+        let span = batch.span;
+        let staleUntil = -1;
+        const first = snapshot === undefined ? batch.start : 0;
+        for (let i = first; i < end; i++) {
+          for (; span < spanEnd && spans[span].start === i; span++) {
+            if (!this.#admit(spans[span].commit, tx)) {
+              result.stale++;
+              staleUntil = spans[span].end;
+            }
+          }
+          const op = ops[i];
+          if (i < staleUntil && op.kind === "record") {
+            result.staleOps++;
+            continue;
+          }
+          const p = prepared[i - first];
+          if (p.type === "early") {
+            skips.push({ index: i, ...p.skip });
+            continue;
+          }
+          let now = this.#now().toISOString();
+          if (snapshot !== undefined && op.kind === "record" && op.record !== null) {
+            now = backfillTime(op.record.createdAt, now);
+          }
+          if (p.type === "skip") skips.push({ index: i, ...p.skip });
+          else if (p.type === "noop") result.applied++;
+          else {
+            for (const did of p.ids) needIds.add(did);
+            pending.push({ index: i, flat: p.flat, now, a: null, s: null });
+          }
+        }
+        for (; span < spanEnd; span++) {
+          if (!this.#admit(spans[span].commit, tx)) result.stale++;
+        }
+        // Round trip (only for new DIDs): their actor ids.
+        const missing = [...needIds].filter((did) => tx.idOf(did, this.#ids) === null);
+        if (missing.length > 0) await this.#assignIds(sql, missing, tx);
+        for (const p of pending) {
+          p.a = tx.idOf(p.flat.did, this.#ids);
+          p.s = p.flat.sdid === null ? null : tx.idOf(p.flat.sdid, this.#ids);
+        }
+        // Round trip: the ops.
+        const reports = await this.#applyPending(sql, pending, isolate);
+        for (const p of pending) {
+          const report = reports.get(p.index);
+          if (report === undefined) {
+            result.applied++;
+            continue;
+          }
+          const op = ops[p.index];
+          if (report.error !== null) {
+            this.#log.warn("Index op skipped after an error", { error: report.error });
+            skips.push({ index: p.index, reason: "apply_error", detail: report.error });
+          } else {
+            const handle = op.kind === "handle" ? op.handle : null;
+            skips.push({
+              index: p.index,
+              reason: "handle_conflict",
+              detail:
+                `Handle ${handle} is held by ${report.holder}; only the account host can move it`,
+            });
+          }
+        }
+        skips.sort((x, y) => x.index - y.index);
+        for (const s of skips) {
+          this.#log.debug("Index op skipped", { reason: s.reason, detail: s.detail });
+          this.#skips.add(s.reason, ops[s.index], s.detail);
+          result.skipped++;
+        }
+        // Round trip: revs, gaps, skips and the cursor, in the transaction of the ops.
+        const writes: Promise<unknown>[] = [];
+        if (tx.dirty.size > 0) {
+          const dids = [...tx.dirty];
+          writes.push(sql`INSERT INTO repo_revs (did, rev, local)
+            SELECT * FROM unnest(${dids}::text[], ${dids.map((d) => tx.revs.get(d)!)}::text[],
+              ${dids.map((d) => (tx.local.has(d) ? 1 : 0))}::integer[])
+            ON CONFLICT (did) DO UPDATE SET rev = excluded.rev,
+              local = greatest(repo_revs.local, excluded.local)
+            WHERE excluded.rev > repo_revs.rev`);
+        }
+        if (snapshot !== undefined) {
+          writes.push(sql`INSERT INTO repo_revs (did, rev, local) VALUES (${snapshot.did},
+            ${snapshot.rev}, 1)
+            ON CONFLICT (did) DO UPDATE SET rev = excluded.rev, local = 1`);
+          tx.revs.set(snapshot.did, snapshot.rev);
+          tx.dirty.add(snapshot.did);
+        }
+        const at = this.#now().toISOString();
+        if (tx.gaps.size > 0) {
+          writes.push(
+            sql`INSERT INTO backfill_queue (did, reason, target_rev, not_before, queued_at)
+            SELECT d, r, NULL, ${at}, ${at} FROM unnest(${[...tx.gaps.keys()]}::text[],
+              ${[...tx.gaps.values()]}::text[]) AS g(d, r)
+            ON CONFLICT (did) DO UPDATE SET reason = excluded.reason,
+              target_rev = excluded.target_rev, queued_at = excluded.queued_at`,
+          );
+        }
+        this.#skips.flush(at);
+        if (this.#skipRows.length > 0) {
+          const rows = this.#skipRows;
+          const col = (n: number) => rows.map((r) => r[n]);
+          writes.push(sql`INSERT INTO ingest_skips (reason, collection, count, last_detail,
+              last_uri, updated_at)
+            SELECT * FROM unnest(${col(0)}::text[], ${col(1)}::text[], ${col(2)}::bigint[],
+              ${col(3)}::text[], ${col(4)}::text[], ${col(5)}::text[])
+            ON CONFLICT (reason, collection) DO UPDATE SET
+              count = ingest_skips.count + excluded.count, last_detail = excluded.last_detail,
+              last_uri = excluded.last_uri, updated_at = excluded.updated_at`);
+        }
+        if (cursor !== undefined) {
+          if (!Number.isSafeInteger(cursor.value)) {
+            throw new RangeError(`Cursor is not a safe integer: ${cursor.value}`);
+          }
+          writes.push(sql`INSERT INTO cursors (name, value, updated_at)
+            VALUES (${cursor.name}, ${cursor.value}, ${this.#now().toISOString()})
+            ON CONFLICT (name) DO UPDATE SET value = excluded.value,
+              updated_at = excluded.updated_at`);
+        }
+        await Promise.all(writes);
+      });
+    } catch (e) {
+      this.#skips.discard();
+      throw e;
+    } finally {
+      this.#skipRows = [];
+    }
+    if (staleSnapshot) return result;
+    for (const [did, id] of tx.newIds) this.#rememberId(did, id);
+    if (tx.gaps.size > 0) this.#announceGaps([...tx.gaps.keys()]);
+    this.#stats.batches++;
+    this.#stats.applied += result.applied;
+    this.#stats.skipped += result.skipped;
+    this.#stats.stale += result.stale;
+    this.#stats.staleOps += result.staleOps;
+    this.#skips.addTo(this.#stats.skippedByReason);
+    return result;
+  }
+
+  /** DIDs of `prepared` whose id neither the cache nor the transaction knows. */
+  #unknownDids(prepared: readonly PreparedOp[], tx: TxState): string[] {
+    const out = new Set<string>();
+    const check = (did: string | null) => {
+      if (did !== null && !this.#ids.has(did) && !tx.ids.has(did)) out.add(did);
+    };
+    for (const p of prepared) {
+      if (p.type !== "apply") continue;
+      check(p.flat.did);
+      check(p.flat.sdid);
+    }
+    return [...out];
+  }
+
+  /** Assigns actor ids to `dids` (none has one as far as this transaction knows). */
+  async #assignIds(sql: postgres.TransactionSql, dids: string[], tx: TxState): Promise<void> {
+    const rows = await sql`WITH added AS (
+        INSERT INTO actors (did) SELECT d FROM unnest(${dids}::text[]) AS d ORDER BY d
+        ON CONFLICT DO NOTHING RETURNING id, did)
+      SELECT id, did, true AS added FROM added
+      UNION ALL SELECT id, did, false FROM actors WHERE did = ANY(${dids}::text[])`;
+    for (const { id, did, added } of rows) {
+      if (added) tx.newIds.set(did as string, id as number);
+      tx.ids.set(did as string, id as number);
+    }
+    // A DID another connection interned meanwhile (outside the write lock): visible now.
+    const late = dids.filter((did) => !tx.ids.has(did));
+    if (late.length > 0) {
+      for (
+        const { id, did } of await sql`SELECT id, did FROM actors WHERE did = ANY(${late}::text[])`
+      ) {
+        tx.ids.set(did as string, id as number);
+      }
+    }
+    for (const did of dids) {
+      if (!tx.ids.has(did)) throw new Error(`No actor id for ${did}`);
+    }
+  }
+
+  /** Applies the pending ops in order; returns what the database reported, by op index. */
+  async #applyPending(
+    sql: postgres.TransactionSql,
+    pending: readonly PendingOp[],
+    isolate: boolean,
+  ): Promise<Map<number, OpReport>> {
+    const reports = new Map<number, OpReport>();
+    try {
+      const calls: Promise<postgres.RowList<postgres.Row[]>>[] = [];
+      const general = (ops: readonly PendingOp[]) => {
+        for (let i = 0; i < ops.length; i += CALL_OPS) {
+          calls.push(callApplyOps(sql, ops.slice(i, i + CALL_OPS), isolate));
+        }
+      };
+      if (this.#fastPath && !isolate) {
+        for (const run of planRuns(pending, this.#ids)) {
+          if (run.fast) calls.push(...applyFast(sql, run.ops));
+          else general(run.ops);
+        }
+      } else general(pending);
+      for (const rows of await Promise.all(calls)) {
+        for (const r of rows) {
+          if (r.ord === undefined) continue;
+          reports.set(r.ord as number, {
+            holder: r.holder as string | null,
+            error: r.error as string | null,
+          });
+        }
+      }
+    } catch (e) {
+      if (e instanceof postgres.PostgresError) throw new OpFailure(e);
+      throw e;
+    }
+    return reports;
+  }
+
+  /** `IndexWriter.#admit` against the revs this transaction read and decided. */
+  #admit(commit: CommitRef, tx: TxState): boolean {
+    const { did, rev, since, mode } = commit;
+    const stored = tx.storedRev(did);
+    let admit: boolean;
+    if (mode === "newer-or-equal") admit = stored === null || rev >= stored;
+    else {
+      admit = stored === null || rev > stored;
+      if (mode === "next" && since !== undefined) admit &&= since === stored;
+    }
+    if (admit) {
+      tx.revs.set(did, rev);
+      if (rev !== stored) tx.dirty.add(did);
+      if (mode !== "newer-or-equal") tx.local.add(did);
+      if (mode === "newer" && since !== undefined && since !== stored) {
+        tx.gaps.set(did, stored === null ? "unknown" : "gap");
+      }
+    } else {
+      tx.revs.set(did, stored);
+      this.#log.debug("Commit passed over: already applied or out of order", {
+        did,
+        rev,
+        since,
+        stored,
+        mode,
+      });
+    }
+    return admit;
+  }
+
+  #rememberId(did: string, id: number): void {
+    if (this.#ids.size >= ACTOR_CACHE_MAX) this.#ids = new Map();
+    this.#ids.set(did, id);
+  }
+
+  #announceGaps(dids: string[]): void {
+    try {
+      this.#onGap?.(dids);
+    } catch (e) {
+      this.#log.error("Gap listener failed", { error: e });
+    }
+  }
+}
+
+/** What one transaction read and decided. */
+class TxState {
+  /** Revs read from `repo_revs`. */
+  readonly stored = new Map<string, string>();
+  /** Revs decided by this transaction (passed over included). */
+  readonly revs = new Map<string, string | null>();
+  readonly dirty = new Set<string>();
+  readonly local = new Set<string>();
+  readonly gaps = new Map<string, "gap" | "unknown">();
+  /** Actor ids read or assigned by this transaction. */
+  readonly ids = new Map<string, number>();
+  /** Of those, the ones it assigned (cached after COMMIT). */
+  readonly newIds = new Map<string, number>();
+
+  storedRev(did: string): string | null {
+    const decided = this.revs.get(did);
+    if (decided !== undefined) return decided;
+    return this.stored.get(did) ?? null;
+  }
+
+  idOf(did: string, committed: ReadonlyMap<string, number>): number | null {
+    return committed.get(did) ?? this.ids.get(did) ?? null;
+  }
+}
+
+function prepareAll(ops: readonly IndexOp[], start: number, end: number): PreparedOp[] {
+  const out: PreparedOp[] = new Array(end - start);
+  for (let i = start; i < end; i++) out[i - start] = prepareOp(ops[i]);
+  return out;
+}
+
+/** One call of `index_apply_ops` over `ops` (the general path). */
+function callApplyOps(
+  sql: postgres.TransactionSql,
+  ops: readonly PendingOp[],
+  isolate: boolean,
+): Promise<postgres.RowList<postgres.Row[]>> {
+  const columns: unknown[] = OP_COLUMNS.map(([name]) =>
+    ops.map((p) => {
+      switch (name) {
+        case "a":
+          return p.a;
+        case "s":
+          return p.s;
+        case "now":
+          return p.now;
+        default:
+          return p.flat[name];
+      }
+    })
+  );
+  // 1-based positions in `ops` back to the batch's op indexes.
+  const params = OP_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(", ");
+  return sql.unsafe(
+    `SELECT ord, holder, error FROM index_apply_ops(${params}, $${OP_COLUMNS.length + 1})`,
+    [...columns, isolate] as postgres.ParameterOrJSON<never>[],
+    { prepare: true },
+  ).then((rows) => {
+    for (const r of rows) r.ord = ops[(r.ord as number) - 1].index;
+    return rows;
+  });
+}

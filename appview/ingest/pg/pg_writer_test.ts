@@ -1,0 +1,387 @@
+/**
+ * The parity test of the PostgreSQL write path: the same op sequences applied to SQLite
+ * (`IndexWriter`) and to PostgreSQL (`PgIndexWriter`) give the same results per call, the same
+ * totals and the same table contents (every table, ids mapped, timestamps from one clock each
+ * ticking alike).
+ */
+
+import assert from "node:assert/strict";
+import { openIndexDb } from "../../db/open.ts";
+import { IndexWriter } from "../apply_ops.ts";
+import type { ApplyOptions, CommitRef, CommitSpan, RevGate } from "../apply_ops.ts";
+import {
+  accountStatusOp,
+  blockOp,
+  cidOf,
+  deleteOp,
+  didOf,
+  followOp,
+  handleOp,
+  likeOp,
+  postOp,
+  profileOp,
+  repostOp,
+  uriOf,
+} from "../../_fixtures.ts";
+import {
+  COLLECTION_BLOCK,
+  COLLECTION_FOLLOW,
+  COLLECTION_LIKE,
+  COLLECTION_POST,
+  COLLECTION_PROFILE,
+  COLLECTION_REPOST,
+} from "../../../shared/nsid.ts";
+import type { IndexOp, RecordOp } from "../../../shared/ops.ts";
+import {
+  dumpPgIndex,
+  dumpSqliteIndex,
+  openFreshPgIndex,
+  pgTest,
+  stopPgClusterAfterTests,
+} from "../../db/pg/_test_helpers.ts";
+import { PgIndexWriter } from "./pg_writer.ts";
+import { generateOps } from "../../../scripts/bench/ingest_bench.ts";
+
+/** A clock ticking one second per reading, from the same instant on both sides. */
+function tickingClock(): () => Date {
+  let t = Date.parse("2024-06-01T00:00:00.000Z");
+  return () => new Date(t += 1000);
+}
+
+/** One applyOps call. */
+interface Step {
+  ops: readonly IndexOp[];
+  opts?: ApplyOptions;
+}
+
+/**
+ * Applies `steps` to a fresh SQLite index and a fresh PostgreSQL index and checks that results,
+ * totals and every table agree.
+ */
+async function assertParity(
+  steps: readonly Step[],
+  opts: { batchSize?: number; fastPath?: boolean } = {},
+): Promise<void> {
+  const db = openIndexDb(":memory:");
+  const sql = await openFreshPgIndex();
+  try {
+    const lite = new IndexWriter(db, { now: tickingClock(), batchSize: opts.batchSize });
+    const pg = new PgIndexWriter(sql, {
+      now: tickingClock(),
+      batchSize: opts.batchSize,
+      fastPath: opts.fastPath,
+    });
+    for (const [i, step] of steps.entries()) {
+      const expected = await lite.applyOps(step.ops, step.opts);
+      const actual = await pg.applyOps(step.ops, step.opts);
+      assert.deepEqual(actual, expected, `results of call ${i}`);
+    }
+    assert.deepEqual(pg.stats(), lite.stats(), "totals");
+    const want = dumpSqliteIndex(db);
+    const got = await dumpPgIndex(sql);
+    for (const table of Object.keys(want)) {
+      assert.deepEqual(got[table], want[table], `table ${table}`);
+    }
+    assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort());
+  } finally {
+    db.close();
+    await sql.end();
+  }
+}
+
+const [ALICE, BOB, CAROL, DAN] = ["alice", "bob", "carol", "dan"].map(didOf);
+const postUri = (did: string, rkey: string) => uriOf(did, COLLECTION_POST, rkey);
+
+for (const fastPath of [false, true]) {
+  const path = fastPath ? "set-based runs" : "op by op";
+
+  pgTest(
+    `${path}: posts, likes, reposts, follows, deletes and re-applied ops give SQLite's rows`,
+    async () => {
+      const A1 = postUri(ALICE, "3kaaaaaaaaa22");
+      const B1 = postUri(BOB, "3kbbbbbbbbb22");
+      const ops: IndexOp[] = [
+        handleOp(ALICE, "alice.test"),
+        postOp(ALICE, "3kaaaaaaaaa22", "hello world from alice", { langs: ["en"] }),
+        // A like and a reply before the post they name.
+        likeOp(CAROL, "3klike0000001", B1),
+        postOp(CAROL, "3kccccccccc22", "a reply to bob", { parent: B1 }),
+        postOp(BOB, "3kbbbbbbbbb22", "bob's post", { embed: { $type: "x", v: 1 } }),
+        likeOp(BOB, "3klike0000002", A1),
+        repostOp(BOB, "3krepost00001", A1),
+        followOp(BOB, "3kfollow00001", ALICE),
+        followOp(ALICE, "3kfollow00002", BOB),
+        followOp(DAN, "3kfollow00003", CAROL), // Carol posted: she is known
+        // Unlike + relike: one notification; the counter follows the rows.
+        deleteOp(BOB, COLLECTION_LIKE, "3klike0000002"),
+        likeOp(BOB, "3klike0000003", A1),
+        // Unfollow + refollow under another rkey.
+        deleteOp(BOB, COLLECTION_FOLLOW, "3kfollow00001"),
+        followOp(BOB, "3kfollow00004", ALICE),
+        // A second follow record of the same subject: the newest rkey is kept.
+        followOp(BOB, "3kfollow00005", ALICE),
+        // An rkey reused for another subject moves the row.
+        followOp(ALICE, "3kfollow00002", CAROL),
+        // An update of a post (new CID) and a redelivery (same CID).
+        postOp(ALICE, "3kaaaaaaaaa22", "hello again", { update: true }),
+        postOp(ALICE, "3kaaaaaaaaa22", "hello again", { update: true }),
+        // A like pointing elsewhere on update.
+        { ...likeOp(CAROL, "3klike0000001", A1), action: "update" },
+        deleteOp(BOB, COLLECTION_REPOST, "3krepost00001"),
+        deleteOp(CAROL, COLLECTION_POST, "3kccccccccc22"),
+        deleteOp(DAN, COLLECTION_POST, "3knothere0000"), // unknown: a no-op
+        deleteOp(didOf("nobody"), COLLECTION_LIKE, "3knothere0000"),
+        profileOp(BOB, { displayName: "Bob", avatar: cidOf("bob-avatar") }),
+        postOp(BOB, "3kbbbbbbbbc22", "a later post by bob"),
+      ];
+      await assertParity([
+        { ops: ops.slice(0, 9) },
+        { ops: ops.slice(9) },
+        { ops }, // everything again
+        { ops: [...ops].reverse() },
+      ], { fastPath });
+    },
+  );
+
+  pgTest(
+    `${path}: handles, take-over, blocks, profiles, account status and purge give SQLite's rows`,
+    async () => {
+      const A1 = postUri(ALICE, "3kaaaaaaaaa22");
+      const ops: IndexOp[] = [
+        handleOp(ALICE, "alice.test"),
+        postOp(ALICE, "3kaaaaaaaaa22", "alice posts"),
+        postOp(BOB, "3kbbbbbbbbb22", "bob posts"),
+        likeOp(BOB, "3klike0000001", A1),
+        likeOp(CAROL, "3klike0000002", A1),
+        repostOp(CAROL, "3krepost00001", A1),
+        followOp(CAROL, "3kfollow00001", ALICE),
+        followOp(ALICE, "3kfollow00002", CAROL),
+        followOp(ALICE, "3kfollow00003", BOB),
+        // Bob claims Alice's handle: refused (not authoritative), then taken (authoritative).
+        handleOp(BOB, "alice.test"),
+        { kind: "handle", did: BOB, handle: "ALICE.test", authoritative: true },
+        handleOp(CAROL, "Carol.Test"),
+        handleOp(CAROL, null),
+        handleOp(DAN, "not a handle"),
+        // Blocks: create, change subject, refused self-block, delete.
+        blockOp(ALICE, "3kblock000001", BOB),
+        blockOp(ALICE, "3kblock000001", CAROL),
+        blockOp(ALICE, "3kblock000002", ALICE),
+        blockOp(BOB, "3kblock000003", ALICE),
+        deleteOp(BOB, COLLECTION_BLOCK, "3kblock000003"),
+        // Profiles: a record, a change, a delete, a record under a wrong key.
+        profileOp(ALICE, { displayName: "Alice", description: "hi", avatar: cidOf("a1") }),
+        profileOp(ALICE, { displayName: "Alice A.", banner: cidOf("b1") }),
+        profileOp(CAROL, { displayName: "Carol" }),
+        deleteOp(CAROL, COLLECTION_PROFILE, "self"),
+        { ...profileOp(DAN, { displayName: "Dan" }), rkey: "other" },
+        deleteOp(DAN, COLLECTION_PROFILE, "other"),
+        { kind: "account", did: DAN },
+        // Takedown and back; deactivation; deletion purges Alice's rows and fixes counters.
+        accountStatusOp(BOB, "takendown"),
+        accountStatusOp(BOB, "deactivated"),
+        accountStatusOp(BOB, null),
+        accountStatusOp(CAROL, "deactivated"),
+        accountStatusOp(didOf("ghost"), null),
+        { kind: "account_status", did: ALICE, active: false, status: "deleted" },
+        { kind: "account_status", did: didOf("ghost"), active: false, status: "deleted" },
+        postOp(CAROL, "3kccccccccc22", "carol still here"),
+      ];
+      await assertParity([{ ops: ops.slice(0, 14) }, { ops: ops.slice(14) }, { ops }], {
+        fastPath,
+      });
+    },
+  );
+
+  pgTest(`${path}: invalid and unsupported ops are skipped and counted as on SQLite`, async () => {
+    const good = postOp(ALICE, "3kaaaaaaaaa22", "fine");
+    const ops: IndexOp[] = [
+      { ...good, did: "not-a-did" },
+      { ...good, rkey: "bad key" },
+      { ...good, cid: null },
+      { ...good, record: { $type: COLLECTION_POST } },
+      { ...good, collection: "com.example.other" },
+      { ...likeOp(BOB, "3klike0000001", uriOf(ALICE, COLLECTION_LIKE, "x")) },
+      { ...likeOp(BOB, "3klike0000002", "at://alice.test/app.social.feed.post/x") },
+      good,
+    ];
+    await assertParity([{ ops }, { ops }], { fastPath });
+  });
+
+  pgTest(`${path}: the rev gate, gaps and cursors give SQLite's rows and results`, async () => {
+    const rev = (n: number) => `3k${String(n).padStart(11, "0")}`;
+    const commit = (did: string, n: number, mode: RevGate, since?: number | null): CommitRef => ({
+      did,
+      rev: rev(n),
+      since: since === undefined ? undefined : since === null ? null : rev(since),
+      mode,
+    });
+    const A1 = postUri(ALICE, "3kaaaaaaaaa22");
+    const post = postOp(ALICE, "3kaaaaaaaaa22", "gated");
+    const like = likeOp(BOB, "3klike0000001", A1);
+    const unlike = deleteOp(BOB, COLLECTION_LIKE, "3klike0000001");
+    const spans = (...list: [number, number, CommitRef][]): CommitSpan[] =>
+      list.map(([start, end, commit]) => ({ start, end, commit }));
+    await assertParity([
+      { ops: [post], opts: { commit: commit(ALICE, 1, "newer", null) } },
+      {
+        ops: [like],
+        opts: { commit: commit(BOB, 2, "newer", null), cursor: { name: "c", value: 5 } },
+      },
+      { ops: [unlike], opts: { commit: commit(BOB, 3, "newer", 2) } },
+      // Late push of commit 2, a push out of order, and one without since.
+      { ops: [handleOp(BOB, "bob.test"), like], opts: { commit: commit(BOB, 2, "next", null) } },
+      { ops: [like], opts: { commit: commit(BOB, 5, "next", 4) } },
+      { ops: [like], opts: { commit: commit(BOB, 6, "next") } },
+      // A gap (since not the stored rev) and an unknown repository.
+      { ops: [unlike], opts: { commit: commit(BOB, 9, "newer", 7) } },
+      { ops: [like], opts: { commit: commit(CAROL, 4, "newer", 3) } },
+      // Jetstream: equal revs apply, older do not.
+      { ops: [like], opts: { commit: commit(BOB, 9, "newer-or-equal") } },
+      { ops: [unlike], opts: { commit: commit(BOB, 8, "newer-or-equal") } },
+      // Spans: several commits in one call, empty spans, ops outside spans.
+      {
+        ops: [post, like, unlike, like, handleOp(ALICE, "alice.test")],
+        opts: {
+          commits: spans(
+            [0, 1, commit(ALICE, 2, "newer", 1)],
+            [1, 2, commit(BOB, 10, "newer", 9)],
+            [2, 3, commit(BOB, 4, "newer", 3)],
+            [3, 3, commit(CAROL, 9, "newer", 4)],
+            [5, 5, commit(DAN, 1, "newer", null)],
+          ),
+          cursor: { name: "c", value: 9 },
+        },
+      },
+      { ops: [], opts: { cursor: { name: "d", value: 1 } } },
+    ], { fastPath });
+  });
+
+  pgTest(
+    `${path}: the realistic mix in small batches, then again, gives SQLite's rows`,
+    async () => {
+      const ops = generateOps(6_000);
+      const steps: Step[] = [];
+      for (let i = 0; i < ops.length; i += 1_000) steps.push({ ops: ops.slice(i, i + 1_000) });
+      steps.push({ ops: ops.slice(0, 3_000) });
+      await assertParity(steps, { batchSize: 700, fastPath });
+    },
+  );
+
+  pgTest(`${path}: random op sequences over a few accounts give SQLite's rows`, async () => {
+    for (const seed of [1, 2, 3]) {
+      await assertParity(randomSteps(seed, 1_500), { batchSize: 97, fastPath });
+    }
+  });
+}
+
+/** Deterministic pseudo-random numbers (mulberry32). */
+function makeRandom(seed: number): (n: number) => number {
+  let s = seed;
+  return (n) => {
+    s = (s + 0x6d2b79f5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+  };
+}
+
+/**
+ * Random calls over 6 accounts and 6 record keys, so ops collide often: every kind of op, now
+ * and then a commit (gated, sometimes stale or with a gap) or a cursor.
+ */
+function randomSteps(seed: number, total: number): Step[] {
+  const rand = makeRandom(seed);
+  const dids = ["a", "b", "c", "d", "e", "f"].map((n) => didOf(`user${n}`));
+  const rkeys = ["3k0000000000a", "3k0000000000b", "3k0000000000c", "3k0000000000d", "self", "r1"];
+  const pick = <T>(xs: readonly T[]) => xs[rand(xs.length)];
+  const anyPost = () => postUri(pick(dids), pick(rkeys));
+  const handles = ["one.test", "two.test", "One.Test", "three.test"];
+  const makeOp = (): IndexOp => {
+    const did = pick(dids);
+    const rkey = pick(rkeys);
+    const roll = rand(100);
+    if (roll < 18) {
+      const parent = rand(3) === 0 ? anyPost() : undefined;
+      return postOp(did, rkey, `post ${rand(3)} words ${rand(4)}`, { parent });
+    }
+    if (roll < 30) return likeOp(did, rkey, anyPost());
+    if (roll < 36) return repostOp(did, rkey, anyPost());
+    if (roll < 46) return followOp(did, rkey, pick(dids));
+    if (roll < 50) return blockOp(did, rkey, pick(dids));
+    if (roll < 54) {
+      const op = likeOp(did, rkey, anyPost());
+      return { ...op, action: "update" } as RecordOp;
+    }
+    if (roll < 70) {
+      const collection = pick([
+        COLLECTION_POST,
+        COLLECTION_LIKE,
+        COLLECTION_REPOST,
+        COLLECTION_FOLLOW,
+        COLLECTION_BLOCK,
+        COLLECTION_PROFILE,
+      ]);
+      return deleteOp(did, collection, rkey);
+    }
+    if (roll < 76) {
+      return profileOp(did, {
+        displayName: rand(2) === 0 ? `name ${rand(3)}` : undefined,
+        avatar: rand(2) === 0 ? cidOf(`avatar ${rand(3)}`) : undefined,
+      });
+    }
+    if (roll < 84) {
+      const handle = rand(5) === 0 ? null : pick(handles);
+      return { kind: "handle", did, handle, authoritative: rand(2) === 0 };
+    }
+    if (roll < 86) return { kind: "account", did };
+    if (roll < 92) return accountStatusOp(did, pick(["takendown", "deactivated", null] as const));
+    if (roll < 93) return { kind: "account_status", did, active: false, status: "deleted" };
+    return postOp(did, rkey, `again ${rand(2)}`);
+  };
+  const steps: Step[] = [];
+  const revs = new Map<string, number>();
+  let n = 0;
+  let cursor = 0;
+  while (n < total) {
+    const size = 1 + rand(rand(4) === 0 ? 150 : 12);
+    const ops = Array.from({ length: size }, makeOp);
+    n += size;
+    const opts: ApplyOptions = {};
+    const roll = rand(4);
+    if (roll === 0) {
+      // One commit of one repository: ops of other DIDs still ride along (ungated kinds too).
+      const did = ops[0].did;
+      const last = revs.get(did) ?? 0;
+      const next = rand(5) === 0 ? Math.max(1, last - rand(3)) : last + 1 + rand(2);
+      const mode = pick(["newer", "next", "newer-or-equal"] as const);
+      const since = rand(4) === 0 ? undefined : rand(3) === 0 ? null : last === 0 ? null : last;
+      revs.set(did, Math.max(last, next));
+      opts.commit = {
+        did,
+        rev: `3k${String(next).padStart(11, "0")}`,
+        since: since === undefined || since === null
+          ? since
+          : `3k${String(since).padStart(11, "0")}`,
+        mode,
+      };
+    } else if (roll === 1 && ops.length > 2) {
+      const cut = 1 + rand(ops.length - 1);
+      const mk = (did: string, k: number): CommitRef => ({
+        did,
+        rev: `3k${String(k).padStart(11, "0")}`,
+        mode: "newer",
+        since: null,
+      });
+      opts.commits = [
+        { start: 0, end: cut, commit: mk(pick(dids), 1 + rand(9)) },
+        { start: cut, end: ops.length, commit: mk(pick(dids), 1 + rand(9)) },
+      ];
+    }
+    if (rand(3) === 0) opts.cursor = { name: "local_seq", value: ++cursor };
+    steps.push({ ops, opts });
+  }
+  return steps;
+}
+
+stopPgClusterAfterTests();
