@@ -22,20 +22,15 @@ export function profileRoutes(views: Views): Hono {
   const app = new Hono();
   app.get("/api/profile", (c) => {
     const did = didParam(c);
-    const opts = hidePostsFor(views, viewerParam(c));
+    const opts = { viewerDid: viewerParam(c) };
     return c.json(views.profiles.byDid(did, opts) ?? emptyProfile(placeholderHandle(did)));
   });
   app.get("/api/profile/:handle", (c) => {
     const handle = c.req.param("handle");
     if (handle.length > MAX_HANDLE_PARAM) throw invalidRequest(`Invalid handle: ${echo(handle)}`);
     const bare = handle.startsWith("@") ? handle.slice(1) : handle;
-    const opts = hidePostsFor(views, viewerParam(c));
+    const opts = { viewerDid: viewerParam(c) };
     return c.json(views.profiles.byHandle(bare, opts) ?? emptyProfile(bare));
   });
   return app;
-}
-
-/** Spec 4.2 rule 10: no posts in a profile when the viewer and the account block either way. */
-function hidePostsFor(views: Views, viewerDid: string | null) {
-  return { hidePosts: (did: string) => views.safety.blocked(viewerDid, did) };
 }

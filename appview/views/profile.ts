@@ -16,7 +16,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { isPlaceholderHandle } from "../db/handles.ts";
 import { isValidHandle, normalizeHandle } from "../../shared/syntax.ts";
 import { POST_COLUMNS, type PostRow, presentHandle, presentPost, type Profile } from "./present.ts";
-import { inactiveSql } from "./safety.ts";
+import { inactiveSql, type SafetyView } from "./safety.ts";
 
 /** Spec part 8: posts in a profile response. */
 export const PROFILE_POSTS = 50;
@@ -33,15 +33,26 @@ interface ProfileRow {
   following_count: number;
 }
 
+/** Options of a profile read. */
+export interface ProfileOptions {
+  /**
+   * The account reading (null or absent: nobody): when either blocks the other, the profile
+   * comes without posts (spec 4.2 rule 10).
+   */
+  viewerDid?: string | null;
+}
+
 /** Reads profiles with statements prepared once. */
 export class ProfileView {
+  readonly #safety: SafetyView;
   readonly #byHandle: StatementSync;
   readonly #byDid: StatementSync;
   readonly #posts: StatementSync;
   readonly #postCount: StatementSync;
   readonly #inactive: StatementSync;
 
-  constructor(db: DatabaseSync) {
+  constructor(db: DatabaseSync, safety: SafetyView) {
+    this.#safety = safety;
     this.#byHandle = db.prepare(
       "SELECT did FROM profiles WHERE handle = ? COLLATE NOCASE ORDER BY updated_at DESC LIMIT 1",
     );
@@ -61,10 +72,9 @@ export class ProfileView {
 
   /**
    * The profile whose handle is `handle` (any case); null when unknown or a placeholder. With
-   * `opts.hidePosts` the profile comes without posts (spec 4.2 rule 10: a block between the
-   * viewer and the account).
+   * `opts.viewerDid`, without posts when the viewer and the account block either way.
    */
-  byHandle(handle: string, opts: { hidePosts?: (did: string) => boolean } = {}): Profile | null {
+  byHandle(handle: string, opts: ProfileOptions = {}): Profile | null {
     const bare = handle.startsWith("@") ? handle.slice(1) : handle;
     if (isPlaceholderHandle(bare) || !isValidHandle(bare)) return null;
     const row = this.#byHandle.get(normalizeHandle(bare)) as { did: string } | undefined;
@@ -75,7 +85,7 @@ export class ProfileView {
    * The profile of `did`; null when the index knows nothing of it, or the account is inactive
    * (spec 4.2 rule 12: answered as unknown). `opts` as in byHandle.
    */
-  byDid(did: string, opts: { hidePosts?: (did: string) => boolean } = {}): Profile | null {
+  byDid(did: string, opts: ProfileOptions = {}): Profile | null {
     if ((this.#inactive.get(did) as { v: number }).v === 1) return null;
     const row = this.#byDid.get(did) as ProfileRow | undefined;
     const posts = this.#posts.all(did) as unknown as PostRow[];
@@ -83,7 +93,7 @@ export class ProfileView {
     return {
       did,
       handle: presentHandle(row?.handle ?? posts[0]?.handle ?? null, did),
-      posts: opts.hidePosts?.(did) ? [] : posts.map(presentPost),
+      posts: this.#safety.blocked(opts.viewerDid ?? null, did) ? [] : posts.map(presentPost),
       followers: row?.follower_count ?? 0,
       following: row?.following_count ?? 0,
       display_name: row?.display_name ?? null,

@@ -36,7 +36,7 @@ export function createViews(db: DatabaseSync): Views {
   return {
     posts,
     timeline: new TimelineView(db, posts),
-    profiles: new ProfileView(db),
+    profiles: new ProfileView(db, safety),
     search: new SearchView(db, posts),
     threads: new ThreadView(db, posts, safety),
     notifications: new NotificationView(db),
