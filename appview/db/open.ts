@@ -1,11 +1,16 @@
 /**
- * Opening the index database: connection settings, then the ordered migrations.
+ * Opening the index: {@link openIndexStore} picks the backend of the configuration (SQLite, the
+ * only one so far: `store.ts`); {@link openIndexDb} opens the SQLite database with its
+ * connection settings, then runs the ordered migrations.
  *
  * @module
  */
 
 import { DatabaseSync } from "node:sqlite";
+import type { AppviewConfig } from "../config.ts";
 import { runMigrations } from "./migrations.ts";
+import { openSqliteIndexStore } from "./sqlite_store.ts";
+import type { IndexStore, IndexStoreOptions } from "./store.ts";
 
 /** How long a writer waits for another connection's lock before failing (ms). */
 export const BUSY_TIMEOUT_MS = 5_000;
@@ -71,4 +76,27 @@ export function openIndexDb(path: string): DatabaseSync {
     throw e;
   }
   return db;
+}
+
+/**
+ * Opens the index store of `config`: the SQLite database at `config.dbPath` (its folder made when
+ * missing). The caller closes it (`IndexStore.close`).
+ */
+export async function openIndexStore(
+  config: AppviewConfig,
+  opts: IndexStoreOptions = {},
+): Promise<IndexStore> {
+  await makeParentDir(config.dbPath);
+  return openSqliteIndexStore(openIndexDb(config.dbPath), opts);
+}
+
+/** Whether `path` names a database file directly (not `:memory:` or a `file:` URI). */
+export function isFilePath(path: string): boolean {
+  return path !== ":memory:" && !path.startsWith("file:");
+}
+
+async function makeParentDir(path: string): Promise<void> {
+  if (!isFilePath(path)) return;
+  const slash = path.lastIndexOf("/");
+  if (slash > 0) await Deno.mkdir(path.slice(0, slash), { recursive: true });
 }
