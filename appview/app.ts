@@ -3,8 +3,8 @@
  * bound, the query API of spec 4.2 (the private endpoints behind `requireViewer`), the push
  * endpoint and `/healthz`.
  *
- * Every view's statements are prepared here, once per app, so a request runs prepared
- * statements only.
+ * The views are the store's (`db/store.ts`): a request awaits its view calls; on SQLite each runs
+ * statements prepared once per store.
  *
  * @module
  */
@@ -28,7 +28,6 @@ import { webRoutes, type WebRoutesOptions } from "./api/web.ts";
 import { viewerRoutes } from "./api/viewer.ts";
 import type { TokenVerifier } from "./auth/verifier.ts";
 import type { AppviewContext } from "./context.ts";
-import { createViews } from "./views/views.ts";
 
 /** Largest request body of the query API (the `seen` payload is well under 1 KiB). */
 export const MAX_API_BODY_BYTES = 16 * 1024;
@@ -43,7 +42,7 @@ export interface AppviewAppOptions {
 
 /** Builds the index's Hono application over `ctx`. */
 export function createAppviewApp(ctx: AppviewContext, opts: AppviewAppOptions): Hono {
-  const views = createViews(ctx.db);
+  const views = ctx.store.views;
   const guard = privateGuard(opts.verifier, ctx.config.authRequired);
   const app = new Hono();
   app.onError(onApiError(ctx.log));

@@ -27,15 +27,12 @@
 
 import { Hono } from "hono";
 import type { AppviewContext } from "../context.ts";
-import { BACKFILL_LOCAL, BackfillQueue, readBackfillStatus } from "../db/backfill_state.ts";
+import { BACKFILL_LOCAL } from "../db/backfill_state.ts";
 import {
   CONSUMER_LOCAL,
   CONSUMER_PUBLIC,
   CURSOR_LOCAL_SEQ,
   CURSOR_PUBLIC_TIME_US,
-  readConsumerDownSince,
-  readConsumerStatus,
-  readCursor,
 } from "../db/state.ts";
 
 /** A status row older than this (and not `disabled`) is reported stale. */
@@ -70,27 +67,37 @@ export interface HealthReport {
 }
 
 /** Builds the health report from the database. */
-export function readHealth(ctx: AppviewContext): HealthReport {
-  return assessHealth(ctx).report;
+export async function readHealth(ctx: AppviewContext): Promise<HealthReport> {
+  return (await assessHealth(ctx)).report;
 }
 
 /** The report, and whether a configured consumer failed or stalled (the 503 of `/healthz`). */
-export function assessHealth(ctx: AppviewContext): { report: HealthReport; failing: boolean } {
+export async function assessHealth(
+  ctx: AppviewContext,
+): Promise<{ report: HealthReport; failing: boolean }> {
   const now = ctx.now().getTime();
   const consumers = {
-    public: consumerHealth(ctx, CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US, now),
-    local: consumerHealth(ctx, CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, now),
+    public: await consumerHealth(ctx, CONSUMER_PUBLIC, CURSOR_PUBLIC_TIME_US, now),
+    local: await consumerHealth(ctx, CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, now),
   };
   const healthy = (c: ConsumerHealth) => c.state === "disabled" || (c.state === "live" && !c.stale);
-  const failing = [CONSUMER_PUBLIC, CONSUMER_LOCAL].some((name, i) => {
-    const c = i === 0 ? consumers.public : consumers.local;
-    return c.stale || isStalled(ctx, name, c.state, now);
-  });
+  let failing = false;
+  for (
+    const [name, c] of [[CONSUMER_PUBLIC, consumers.public], [
+      CONSUMER_LOCAL,
+      consumers.local,
+    ]] as const
+  ) {
+    if (c.stale || await isStalled(ctx, name, c.state, now)) {
+      failing = true;
+      break;
+    }
+  }
   return {
     report: {
       status: healthy(consumers.public) && healthy(consumers.local) ? "ok" : "degraded",
       consumers,
-      backfill: backfillHealth(ctx),
+      backfill: await backfillHealth(ctx),
     },
     failing,
   };
@@ -99,17 +106,17 @@ export function assessHealth(ctx: AppviewContext): { report: HealthReport; faili
 /** Routes of `/healthz`, mounted by `createAppviewApp`. */
 export function healthRoutes(ctx: AppviewContext): Hono {
   const app = new Hono();
-  app.get("/healthz", (c) => {
+  app.get("/healthz", async (c) => {
     c.header("Cache-Control", "no-store");
-    const { report, failing } = assessHealth(ctx);
+    const { report, failing } = await assessHealth(ctx);
     return c.json(report, failing ? 503 : 200);
   });
   return app;
 }
 
-function backfillHealth(ctx: AppviewContext): BackfillHealth {
-  const { queued, retrying } = new BackfillQueue(ctx.db).counts();
-  const row = readBackfillStatus(ctx.db, BACKFILL_LOCAL);
+async function backfillHealth(ctx: AppviewContext): Promise<BackfillHealth> {
+  const { queued, retrying } = await ctx.store.state.backfillQueue.counts();
+  const row = await ctx.store.state.readBackfillStatus(BACKFILL_LOCAL);
   return {
     queued,
     retrying,
@@ -123,21 +130,26 @@ function backfillHealth(ctx: AppviewContext): BackfillHealth {
   };
 }
 
-function isStalled(ctx: AppviewContext, name: string, state: string, now: number): boolean {
+async function isStalled(
+  ctx: AppviewContext,
+  name: string,
+  state: string,
+  now: number,
+): Promise<boolean> {
   const limit = ctx.config.healthStallMs;
   if (limit === null || (state !== "connecting" && state !== "backoff")) return false;
-  const since = readConsumerDownSince(ctx.db, name);
+  const since = await ctx.store.state.readConsumerDownSince(name);
   return since !== null && now - Date.parse(since) > limit;
 }
 
-function consumerHealth(
+async function consumerHealth(
   ctx: AppviewContext,
   name: string,
   cursorName: string,
   now: number,
-): ConsumerHealth {
-  const row = readConsumerStatus(ctx.db, name);
-  const cursor = readCursor(ctx.db, cursorName) ?? row?.cursor ?? null;
+): Promise<ConsumerHealth> {
+  const row = await ctx.store.state.readConsumerStatus(name);
+  const cursor = await ctx.store.state.readCursor(cursorName) ?? row?.cursor ?? null;
   if (row === null) {
     return {
       state: "disabled",

@@ -18,17 +18,21 @@ import type { AppviewContext } from "../context.ts";
 import { decodeIdKey, nextCursor } from "../views/cursor.ts";
 import { presentActor } from "../views/present.ts";
 import { MAX_MUTES } from "../views/safety.ts";
-import type { Views } from "../views/views.ts";
+import type { AsyncViews } from "../db/store.ts";
 import { invalidRequest } from "./errors.ts";
 import { checkDid, cursorParam, echo, limitParam, readJson } from "./params.ts";
 import { type PrivateGuard, subjectParam } from "./private_guard.ts";
 
 /** Routes of mutes. */
-export function muteRoutes(ctx: AppviewContext, views: Views, guard: PrivateGuard): Hono<AuthEnv> {
+export function muteRoutes(
+  ctx: AppviewContext,
+  views: AsyncViews,
+  guard: PrivateGuard,
+): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
-  app.get("/api/mutes", guard.middleware, (c) => {
+  app.get("/api/mutes", guard.middleware, async (c) => {
     const did = subjectParam(c, guard);
-    const page = views.safety.mutes(did, {
+    const page = await views.safety.mutes(did, {
       limit: limitParam(c),
       cursor: cursorParam(c, decodeIdKey),
     });
@@ -37,21 +41,21 @@ export function muteRoutes(ctx: AppviewContext, views: Views, guard: PrivateGuar
   app.post("/api/mutes", guard.middleware, async (c) => {
     const { did, subject } = parseMuteBody(await readJson(c.req.raw));
     guard.checkSubject(c, did);
-    const muted = views.safety.mute(did, subject, ctx.now().toISOString());
+    const muted = await views.safety.mute(did, subject, ctx.now().toISOString());
     if (muted === null) {
       throw invalidRequest(`Mute list is full: at most ${MAX_MUTES} accounts`);
     }
     return c.json({ ok: true, muted });
   });
-  app.get("/api/mutes/:subject", guard.middleware, (c) => {
+  app.get("/api/mutes/:subject", guard.middleware, async (c) => {
     const did = subjectParam(c, guard);
     const subject = checkDid(c.req.param("subject"), "subject");
-    return c.json({ muted: views.safety.muted(did, subject) });
+    return c.json({ muted: await views.safety.muted(did, subject) });
   });
-  app.delete("/api/mutes/:subject", guard.middleware, (c) => {
+  app.delete("/api/mutes/:subject", guard.middleware, async (c) => {
     const did = subjectParam(c, guard);
     const subject = checkDid(c.req.param("subject"), "subject");
-    return c.json({ ok: true, removed: views.safety.unmute(did, subject) });
+    return c.json({ ok: true, removed: await views.safety.unmute(did, subject) });
   });
   return app;
 }

@@ -13,7 +13,7 @@ import { isValidDatetime } from "../../shared/syntax.ts";
 import type { AuthEnv } from "../auth/verifier.ts";
 import { decodeIdKey, nextCursor } from "../views/cursor.ts";
 import { presentNotification } from "../views/present.ts";
-import type { Views } from "../views/views.ts";
+import type { AsyncViews } from "../db/store.ts";
 import type { AppviewContext } from "../context.ts";
 import { invalidRequest } from "./errors.ts";
 import { checkDid, cursorParam, echo, limitParam, readJson } from "./params.ts";
@@ -22,13 +22,13 @@ import { type PrivateGuard, subjectParam } from "./private_guard.ts";
 /** Routes of notifications. */
 export function notificationRoutes(
   ctx: AppviewContext,
-  views: Views,
+  views: AsyncViews,
   guard: PrivateGuard,
 ): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
-  app.get("/api/notifications", guard.middleware, (c) => {
+  app.get("/api/notifications", guard.middleware, async (c) => {
     const did = subjectParam(c, guard);
-    const page = views.notifications.list(did, {
+    const page = await views.notifications.list(did, {
       limit: limitParam(c),
       cursor: cursorParam(c, decodeIdKey),
     });
@@ -37,14 +37,14 @@ export function notificationRoutes(
       cursor: nextCursor(page.next),
     });
   });
-  app.get("/api/notifications/count", guard.middleware, (c) => {
+  app.get("/api/notifications/count", guard.middleware, async (c) => {
     const did = subjectParam(c, guard);
-    return c.json({ count: views.notifications.unreadCount(did) });
+    return c.json({ count: await views.notifications.unreadCount(did) });
   });
   app.post("/api/notifications/seen", guard.middleware, async (c) => {
     const { did, seenAt } = parseSeenBody(await readJson(c.req.raw));
     guard.checkSubject(c, did);
-    const updated = views.notifications.markSeen(did, seenAt, ctx.now().toISOString());
+    const updated = await views.notifications.markSeen(did, seenAt, ctx.now().toISOString());
     return c.json({ ok: true, updated });
   });
   return app;

@@ -10,7 +10,7 @@
 import { Hono } from "hono";
 import { placeholderHandle } from "../db/handles.ts";
 import { emptyProfile } from "../views/profile.ts";
-import type { Views } from "../views/views.ts";
+import type { AsyncViews } from "../db/store.ts";
 import { invalidRequest } from "./errors.ts";
 import { didParam, echo, viewerParam } from "./params.ts";
 
@@ -18,19 +18,19 @@ import { didParam, echo, viewerParam } from "./params.ts";
 const MAX_HANDLE_PARAM = 256;
 
 /** Routes of profiles. */
-export function profileRoutes(views: Views): Hono {
+export function profileRoutes(views: AsyncViews): Hono {
   const app = new Hono();
-  app.get("/api/profile", (c) => {
+  app.get("/api/profile", async (c) => {
     const did = didParam(c);
     const opts = { viewerDid: viewerParam(c) };
-    return c.json(views.profiles.byDid(did, opts) ?? emptyProfile(placeholderHandle(did)));
+    return c.json(await views.profiles.byDid(did, opts) ?? emptyProfile(placeholderHandle(did)));
   });
-  app.get("/api/profile/:handle", (c) => {
+  app.get("/api/profile/:handle", async (c) => {
     const handle = c.req.param("handle");
     if (handle.length > MAX_HANDLE_PARAM) throw invalidRequest(`Invalid handle: ${echo(handle)}`);
     const bare = handle.startsWith("@") ? handle.slice(1) : handle;
     const opts = { viewerDid: viewerParam(c) };
-    return c.json(views.profiles.byHandle(bare, opts) ?? emptyProfile(bare));
+    return c.json(await views.profiles.byHandle(bare, opts) ?? emptyProfile(bare));
   });
   return app;
 }

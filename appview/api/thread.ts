@@ -21,7 +21,7 @@
 
 import { type Context, Hono } from "hono";
 import { type Post, type PostRow, presentPost } from "../views/present.ts";
-import type { Views } from "../views/views.ts";
+import type { AsyncViews } from "../db/store.ts";
 import { invalidRequest } from "./errors.ts";
 import { checkRecordUri, echo, requiredParam, viewerParam } from "./params.ts";
 
@@ -29,31 +29,40 @@ const POST_PREFIX = "/api/post/";
 const THREAD_PREFIX = "/api/thread/";
 
 /** Routes of posts and threads. */
-export function threadRoutes(views: Views): Hono {
+export function threadRoutes(views: AsyncViews): Hono {
   const app = new Hono();
   app.get(
     `${POST_PREFIX}*`,
-    (c) => c.json(postResponse(views, c, uriFromPath(c, POST_PREFIX))),
+    async (c) => c.json(await postResponse(views, c, uriFromPath(c, POST_PREFIX))),
   );
-  app.get("/api/thread", (c) => c.json(threadResponse(views, c, requiredParam(c, "uri"))));
+  app.get(
+    "/api/thread",
+    async (c) => c.json(await threadResponse(views, c, requiredParam(c, "uri"))),
+  );
   app.get(
     `${THREAD_PREFIX}*`,
-    (c) => c.json(threadResponse(views, c, uriFromPath(c, THREAD_PREFIX))),
+    async (c) => c.json(await threadResponse(views, c, uriFromPath(c, THREAD_PREFIX))),
   );
   return app;
 }
 
-function postResponse(views: Views, c: Context, uri: string): Record<string, unknown> {
-  const row = views.threads.post(checkRecordUri(uri));
+async function postResponse(
+  views: AsyncViews,
+  c: Context,
+  uri: string,
+): Promise<Record<string, unknown>> {
+  const row = await views.threads.post(checkRecordUri(uri));
   const viewerDid = viewerParam(c);
-  const visible = (post: PostRow | null) =>
-    post !== null && !views.safety.unavailable(viewerDid, post.did) ? post : null;
+  const visible = async (post: PostRow | null) =>
+    post !== null && !(await views.safety.unavailable(viewerDid, post.did)) ? post : null;
   if (row === null) return { post: null, thread: { parent: null, root: null } };
-  if (visible(row) === null) {
+  if (await visible(row) === null) {
     return { post: null, thread: { parent: null, root: null }, blocked: true };
   }
-  const parent = row.parent_uri === null ? null : visible(views.posts.byUri(row.parent_uri));
-  const root = row.root_uri === null ? null : visible(views.posts.byUri(row.root_uri));
+  const parent = row.parent_uri === null
+    ? null
+    : await visible(await views.posts.byUri(row.parent_uri));
+  const root = row.root_uri === null ? null : await visible(await views.posts.byUri(row.root_uri));
   return {
     post: presentPost(row),
     thread: {
@@ -65,30 +74,35 @@ function postResponse(views: Views, c: Context, uri: string): Record<string, unk
   };
 }
 
-function threadResponse(views: Views, c: Context, rawUri: string): Record<string, unknown> {
+async function threadResponse(
+  views: AsyncViews,
+  c: Context,
+  rawUri: string,
+): Promise<Record<string, unknown>> {
   const uri = checkRecordUri(rawUri);
   const viewerDid = viewerParam(c);
-  const row = views.threads.post(uri);
+  const row = await views.threads.post(uri);
   if (row === null) return { post: null, parents: [], root: null, replies: [] };
-  if (views.safety.unavailable(viewerDid, row.did)) {
+  if (await views.safety.unavailable(viewerDid, row.did)) {
     return { post: null, parents: [], root: null, replies: [], blocked: true };
   }
-  const rootRow = row.root_uri === null ? null : views.posts.byUri(row.root_uri);
-  const root = rootRow !== null && !views.safety.unavailable(viewerDid, rootRow.did)
+  const rootRow = row.root_uri === null ? null : await views.posts.byUri(row.root_uri);
+  const root = rootRow !== null && !(await views.safety.unavailable(viewerDid, rootRow.did))
     ? rootRow
     : null;
-  const ancestors = views.threads.ancestors(row, viewerDid);
+  const ancestors = await views.threads.ancestors(row, viewerDid);
+  const replies = await views.threads.replies(uri, viewerDid);
   const body: Record<string, unknown> = {
     post: presentPost(row),
     parents: ancestors.chain.map(presentPost),
     root: root === null ? null : presentPost(root),
-    replies: views.threads.replies(uri, viewerDid).map(presentPost) satisfies Post[],
+    replies: replies.map(presentPost) satisfies Post[],
     like_count: row.like_count,
     repost_count: row.repost_count,
   };
   if (ancestors.blocked) body.ancestor_blocked = true;
   if (viewerDid !== null) {
-    const state = views.threads.viewerState(uri, viewerDid);
+    const state = await views.threads.viewerState(uri, viewerDid);
     body.viewer_liked = state.liked;
     body.viewer_reposted = state.reposted;
   }

@@ -14,7 +14,7 @@
 import { type Context, Hono } from "hono";
 import type { ViewerState } from "../../shared/client_types.ts";
 import { postKeyOf } from "../db/post_key.ts";
-import type { Views } from "../views/views.ts";
+import type { AsyncViews } from "../db/store.ts";
 import { invalidRequest } from "./errors.ts";
 import { checkDid, checkRecordUri, didParam, echo } from "./params.ts";
 
@@ -22,13 +22,13 @@ import { checkDid, checkRecordUri, didParam, echo } from "./params.ts";
 export const MAX_VIEWER_ENTRIES = 100;
 
 /** Routes of the viewer's state. */
-export function viewerRoutes(views: Views): Hono {
+export function viewerRoutes(views: AsyncViews): Hono {
   const app = new Hono();
-  app.get("/api/viewer", (c) => {
+  app.get("/api/viewer", async (c) => {
     const did = didParam(c);
     const uris = listParam(c, "uris").map(checkPostUri);
     const actors = listParam(c, "actors").map((actor) => checkDid(actor, "actors"));
-    return c.json(views.viewer.records(did, { uris, actors }) satisfies ViewerState);
+    return c.json(await views.viewer.records(did, { uris, actors }) satisfies ViewerState);
   });
   return app;
 }
