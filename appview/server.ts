@@ -125,7 +125,6 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   const db = openIndexDb(config.dbPath);
   const now = opts.now ?? (() => new Date());
   const ctx = createAppviewContext({ config, db, log, now, accounts: opts.accounts });
-  const writer = ctx.writer;
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
   let localConsumer: StreamConsumer | null = null;
@@ -208,9 +207,9 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
         hooks: worker.streamHooks(),
         ...opts.localStream,
       });
-      consumer.start();
-      localConsumer = consumer;
       stops.push(() => consumer.close());
+      await consumer.start();
+      localConsumer = consumer;
     }
     const threaded = want.http && (opts.publicConsumerThread ?? true) &&
       isFilePath(config.dbPath) && opts.now === undefined &&
@@ -220,7 +219,7 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
         config,
         { idleTimeoutMs: config.streamIdleTimeoutMs, ...opts.publicStream },
         log,
-        db,
+        ctx.store.state,
       );
       consumer.start();
       publicConsumer = consumer;
@@ -229,15 +228,15 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       const consumer = createJetstreamConsumer(ctx, { ...shared, ...opts.publicStream });
       if (consumer === null) {
         log.info("Public-stream consumer disabled: APPVIEW_JETSTREAM_URL is unset");
-        writeDisabledStatus(ctx, CONSUMER_PUBLIC);
+        await writeDisabledStatus(ctx, CONSUMER_PUBLIC);
       } else {
-        consumer.start();
-        publicConsumer = consumer;
         stops.push(() => consumer.close());
+        await consumer.start();
+        publicConsumer = consumer;
       }
     }
     if (want.handleSync) {
-      const sync: HandleSync = createHandleSync(db, config, log.child("handle-sync"), { writer });
+      const sync: HandleSync = createHandleSync(ctx.store, config, log.child("handle-sync"));
       sync.start(opts.handleSyncIntervalMs);
       stops.push(() => sync.close());
     }

@@ -293,10 +293,10 @@ async function rebuildFrom(ctx: AppviewContext): Promise<void> {
   const source = createRepoSource(ctx.config);
   await compareWithHost(ctx, source, { all: true, reason: "requested" });
   await using worker = new Backfiller(ctx, { source });
-  const queue = new BackfillQueue(ctx.db);
-  await waitFor(() => {
-    worker.wake();
-    return queue.counts().queued === 0 && worker.running === 0;
+  const queue = ctx.store.state.backfillQueue;
+  await waitFor(async () => {
+    await worker.wake();
+    return (await queue.counts()).queued === 0 && worker.running === 0;
   }, { timeoutMs: 10_000 });
 }
 

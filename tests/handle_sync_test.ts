@@ -12,6 +12,7 @@ import type { DatabaseSync } from "node:sqlite";
 import { loadAppviewConfig } from "../appview/config.ts";
 import { openIndexDb } from "../appview/db/open.ts";
 import { placeholderHandle } from "../appview/db/handles.ts";
+import { openSqliteIndexStore } from "../appview/db/sqlite_store.ts";
 import { IndexWriter } from "../appview/ingest/apply_ops.ts";
 import { DidResolver } from "../appview/workers/did_resolver.ts";
 import { atprotoTxtRecords } from "../appview/_test_helpers.ts";
@@ -212,7 +213,8 @@ Deno.test("handle sync resolves 350 placeholder posts over 250 DIDs, 8 in flight
 
     // 350 posts through the write path (the first 100 DIDs get two), plus a reply, a like and a
     // follow to locals[0] so that notifications name unresolved authors.
-    const writer = new IndexWriter(db, { now: clock });
+    const store = openSqliteIndexStore(db, { now: clock, log });
+    const writer = store.syncWriter;
     const ops: IndexOp[] = [];
     for (let k = 0; k < 349; k++) ops.push(postOp(dids[k % 250], `p${k}`));
     const target = {
@@ -246,7 +248,7 @@ Deno.test("handle sync resolves 350 placeholder posts over 250 DIDs, 8 in flight
       allowPrivate: true,
       txtLookup: atprotoTxtRecords((handle) => didOfHandle.get(handle)),
     });
-    const sync = new HandleSync(db, { resolver, log, now: clock });
+    const sync = new HandleSync(store, { resolver, log, now: clock });
     // Batches walk the authors in order of their interned id (actors.id), which is assigned on
     // first arrival: the posts above name every DID first in the order of `dids`.
     assert.deepEqual(

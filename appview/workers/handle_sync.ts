@@ -5,23 +5,23 @@
  * hour is skipped. The attempt time is written on every placeholder row of the batch's DIDs before
  * any request goes out (so a crash mid-batch still counts as an attempt), and cleared on success.
  *
- * A resolved handle is applied as a `HandleOp` through the one write path
- * (`IndexWriter.applyOps`): it sets the profile cache row's handle and every post of the DID (and
+ * A resolved handle is applied as a `HandleOp` through the one write path (the store's
+ * `writer.applyOps`): it sets the profile cache row's handle and every post of the DID (and
  * clears their attempt time); notifications hydrate the author handle from the profile cache, so
  * they show it too.
  *
  * Batches walk the DIDs in order with a key-set cursor, wrapping around once the end is reached,
- * so DIDs that keep failing do not make every batch rescan them.
+ * so DIDs that keep failing do not make every batch rescan them. The rows are the store's
+ * (`db/placeholder_handles.ts`).
  *
  * @module
  */
 
-import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { type Logger, redactUrl } from "../../shared/log.ts";
 import type { AppviewConfig } from "../config.ts";
-import { openIndexDb } from "../db/open.ts";
-import { actorIdSql, PLACEHOLDER_HANDLE_SQL } from "../db/schema.ts";
-import { IndexWriter } from "../ingest/apply_ops.ts";
+import { openIndexStore } from "../db/open.ts";
+import type { DueAuthor } from "../db/placeholder_handles.ts";
+import type { IndexStore } from "../db/store.ts";
 import {
   DidResolver,
   type DidResolverOptions,
@@ -42,10 +42,11 @@ export const DEFAULT_HANDLE_SYNC_INTERVAL_MS = 30_000;
 export interface HandleSyncOptions {
   resolver: HandleResolver;
   log: Logger;
-  /** Clock for attempt times and the retry spacing. Default: the system clock. */
+  /**
+   * Clock for attempt times and the retry spacing. Default: the system clock. (Handle rows are
+   * written by the store's writer, with its clock.)
+   */
   now?: () => Date;
-  /** Write path used for resolved handles. Default: a new `IndexWriter` on `db`. */
-  writer?: IndexWriter;
   /** DIDs per batch. Default {@link HANDLE_SYNC_BATCH_SIZE}. */
   batchSize?: number;
   /** Resolutions in flight. Default {@link HANDLE_SYNC_CONCURRENCY}. */
@@ -62,48 +63,28 @@ export interface HandleSyncResult {
   failed: number;
 }
 
-/** The handle-sync worker over one index database connection. */
+/** The handle-sync worker over one index store. */
 export class HandleSync {
-  readonly #db: DatabaseSync;
+  readonly #store: IndexStore;
   readonly #resolver: HandleResolver;
   readonly #log: Logger;
   readonly #now: () => Date;
-  readonly #writer: IndexWriter;
   readonly #batchSize: number;
   readonly #concurrency: number;
   readonly #retrySpacingMs: number;
-  readonly #selectAfter: StatementSync;
-  readonly #selectUpTo: StatementSync;
-  readonly #markAttempt: StatementSync;
   readonly #stop = new AbortController();
   #afterAuthor = 0;
   #loop: Promise<void> | null = null;
   #batch: Promise<HandleSyncResult> | null = null;
 
-  constructor(db: DatabaseSync, opts: HandleSyncOptions) {
-    this.#db = db;
+  constructor(store: IndexStore, opts: HandleSyncOptions) {
+    this.#store = store;
     this.#resolver = opts.resolver;
     this.#log = opts.log;
     this.#now = opts.now ?? (() => new Date());
-    this.#writer = opts.writer ?? new IndexWriter(db, { now: this.#now, log: opts.log });
     this.#batchSize = positiveInt("Batch size", opts.batchSize ?? HANDLE_SYNC_BATCH_SIZE);
     this.#concurrency = positiveInt("Concurrency", opts.concurrency ?? HANDLE_SYNC_CONCURRENCY);
     this.#retrySpacingMs = opts.retrySpacingMs ?? HANDLE_RETRY_SPACING_MS;
-    // Served by the partial index posts_unknown_handle (author, handle_attempted_at); the
-    // round-robin cursor is the author's interned id.
-    const select = (range: string) =>
-      db.prepare(
-        `SELECT author, min(did) AS did FROM posts
-         WHERE ${PLACEHOLDER_HANDLE_SQL} AND ${range}
-           AND (handle_attempted_at IS NULL OR handle_attempted_at <= ?2)
-         GROUP BY author ORDER BY author LIMIT ?3`,
-      );
-    this.#selectAfter = select("author > ?1");
-    this.#selectUpTo = select("author <= ?1");
-    this.#markAttempt = db.prepare(
-      `UPDATE posts SET handle_attempted_at = ?2
-       WHERE author = ${actorIdSql("?1")} AND ${PLACEHOLDER_HANDLE_SQL}`,
-    );
   }
 
   /**
@@ -151,10 +132,12 @@ export class HandleSync {
 
   async #runBatch(): Promise<HandleSyncResult> {
     const now = this.#now();
-    const dids = this.#selectDue(new Date(now.getTime() - this.#retrySpacingMs).toISOString());
+    const dids = await this.#selectDue(
+      new Date(now.getTime() - this.#retrySpacingMs).toISOString(),
+    );
     const result: HandleSyncResult = { attempted: dids.length, resolved: 0, failed: 0 };
     if (dids.length === 0) return result;
-    this.#markAttempted(dids, now.toISOString());
+    await this.#store.state.placeholderHandles.markAttempted(dids, now.toISOString());
     const signal = this.#stop.signal;
     let next = 0;
     const worker = async () => {
@@ -171,7 +154,9 @@ export class HandleSync {
         try {
           // A handle from a DID document cannot take one another DID holds (applyOps skips
           // the op and counts a handle_conflict); the account host's answer can.
-          const { applied } = this.#writer.applyOps([{ kind: "handle", did, ...resolved }]);
+          const { applied } = await this.#store.writer.applyOps([
+            { kind: "handle", did, ...resolved },
+          ]);
           if (applied === 1) result.resolved++;
           else result.failed++;
         } catch (e) {
@@ -186,26 +171,15 @@ export class HandleSync {
   }
 
   /** Up to `batchSize` due DIDs after the cursor, wrapping around to the start once. */
-  #selectDue(cutoff: string): string[] {
-    type Due = { author: number; did: string };
+  async #selectDue(cutoff: string): Promise<string[]> {
+    const rowsOf = this.#store.state.placeholderHandles;
     const after = this.#afterAuthor;
-    const rows = this.#selectAfter.all(after, cutoff, this.#batchSize) as Due[];
+    const rows: DueAuthor[] = await rowsOf.due(after, cutoff, this.#batchSize);
     if (rows.length < this.#batchSize && after !== 0) {
-      rows.push(...this.#selectUpTo.all(after, cutoff, this.#batchSize - rows.length) as Due[]);
+      rows.push(...await rowsOf.due(after, cutoff, this.#batchSize - rows.length, true));
     }
     this.#afterAuthor = rows.length < this.#batchSize ? 0 : rows[rows.length - 1].author;
     return rows.map((r) => r.did);
-  }
-
-  #markAttempted(dids: readonly string[], at: string): void {
-    this.#db.exec("BEGIN IMMEDIATE");
-    try {
-      for (const did of dids) this.#markAttempt.run(did, at);
-      this.#db.exec("COMMIT");
-    } catch (e) {
-      if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
-      throw e;
-    }
   }
 }
 
@@ -221,8 +195,8 @@ export interface HandleSyncWorkerOptions {
 }
 
 /**
- * Entry point of `deno task handle-sync`: opens the index database, runs handle sync until
- * `signal` aborts, then closes everything.
+ * Runs handle sync alone until `signal` aborts: opens the index store, runs, then closes
+ * everything.
  */
 export async function runHandleSyncWorker(
   config: AppviewConfig,
@@ -230,9 +204,9 @@ export async function runHandleSyncWorker(
   signal: AbortSignal,
   opts: HandleSyncWorkerOptions = {},
 ): Promise<void> {
-  const db = openIndexDb(config.dbPath);
+  const store = await openIndexStore(config, { log });
   try {
-    const sync = createHandleSync(db, config, log, { resolver: opts.resolver });
+    const sync = createHandleSync(store, config, log, { resolver: opts.resolver });
     log.info("Handle sync started", {
       plcUrl: redactUrl(config.plcUrl),
       pdsUrl: redactUrl(config.pdsUrl),
@@ -245,19 +219,16 @@ export async function runHandleSyncWorker(
     await sync.close();
     log.info("Handle sync stopped");
   } finally {
-    db.close();
+    await store.close();
   }
 }
 
 /** Builds a {@link HandleSync} from the index configuration (for `scripts/dev.ts` and main). */
 export function createHandleSync(
-  db: DatabaseSync,
+  store: IndexStore,
   config: AppviewConfig,
   log: Logger,
-  opts: {
-    writer?: IndexWriter;
-    resolver?: HandleVerificationOptions;
-  } = {},
+  opts: { resolver?: HandleVerificationOptions } = {},
 ): HandleSync {
   const resolver = new DidResolver({
     ...opts.resolver,
@@ -265,7 +236,7 @@ export function createHandleSync(
     plcUrl: config.plcUrl,
     allowPrivate: config.allowPrivateFetch,
   });
-  return new HandleSync(db, { resolver, log, writer: opts.writer });
+  return new HandleSync(store, { resolver, log });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

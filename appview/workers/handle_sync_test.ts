@@ -6,6 +6,7 @@ import type { IndexOp } from "../../shared/ops.ts";
 import { makeTempDir, serveOnPort0, waitFor } from "../../runtime/_test_helpers.ts";
 import { openIndexDb } from "../db/open.ts";
 import { placeholderHandle } from "../db/handles.ts";
+import { openSqliteIndexStore } from "../db/sqlite_store.ts";
 import { IndexWriter } from "../ingest/apply_ops.ts";
 import { DidResolver } from "./did_resolver.ts";
 import { HandleSync } from "./handle_sync.ts";
@@ -39,7 +40,11 @@ Deno.test("HandleSync.start runs full batches back to back and close stops the w
       // u<c>.example.com names did:plc:xxx...<c>
       txtLookup: atprotoTxtRecords((handle) => `did:plc:${"x".repeat(23)}${handle[1]}`),
     });
-    const sync = new HandleSync(db, { resolver, log: silentLogger, batchSize: 2 });
+    const sync = new HandleSync(openSqliteIndexStore(db), {
+      resolver,
+      log: silentLogger,
+      batchSize: 2,
+    });
     sync.start(60_000);
     const placeholders = () =>
       (db.prepare("SELECT count(*) AS n FROM posts WHERE handle GLOB 'did:*'").get() as {
@@ -62,17 +67,18 @@ Deno.test("HandleSync.start runs full batches back to back and close stops the w
 
 Deno.test("HandleSync rejects a batch size or concurrency below 1", () => {
   const db = openIndexDb(":memory:");
+  const store = openSqliteIndexStore(db);
   try {
     const resolver = new DidResolver({
       pdsUrl: "http://x",
       plcUrl: "http://x",
       allowPrivate: true,
     });
-    assert.throws(() => new HandleSync(db, { resolver, log: silentLogger, batchSize: 0 }), {
+    assert.throws(() => new HandleSync(store, { resolver, log: silentLogger, batchSize: 0 }), {
       name: "RangeError",
       message: "Batch size must be a positive integer: 0",
     });
-    assert.throws(() => new HandleSync(db, { resolver, log: silentLogger, concurrency: 1.5 }), {
+    assert.throws(() => new HandleSync(store, { resolver, log: silentLogger, concurrency: 1.5 }), {
       name: "RangeError",
       message: "Concurrency must be a positive integer: 1.5",
     });
@@ -99,7 +105,8 @@ Deno.test("a DID document claiming a local user's handle cannot take it (no hija
       : Response.json({ error: "HandleNotFound" }, { status: 400 });
   });
   try {
-    const writer = new IndexWriter(db);
+    const store = openSqliteIndexStore(db);
+    const writer = store.syncWriter;
     writer.applyOps([post(alice, "a1"), post(evil, "e1")]);
     const resolver = new DidResolver({
       pdsUrl: pds.url,
@@ -107,7 +114,7 @@ Deno.test("a DID document claiming a local user's handle cannot take it (no hija
       allowPrivate: true,
       txtLookup: atprotoTxtRecords({ "alice.test": evil }),
     });
-    const sync = new HandleSync(db, { resolver, log: silentLogger, writer });
+    const sync = new HandleSync(store, { resolver, log: silentLogger });
     assert.deepEqual(await sync.runOnce(), { attempted: 2, resolved: 1, failed: 1 });
     const handles = db.prepare("SELECT did, handle FROM profiles ORDER BY did").all();
     assert.deepEqual(

@@ -32,16 +32,13 @@ import type { IndexOp } from "../../../shared/ops.ts";
 import type { AppviewContext } from "../../context.ts";
 import {
   BACKFILL_LOCAL,
-  BackfillQueue,
+  type BackfillQueue,
   type BackfillReason,
-  isLocalRepo,
   type QueuedRepo,
-  recordBackfillOutcome,
-  recordRestore,
 } from "../../db/backfill_state.ts";
+import type { AsyncMethods, StateStore } from "../../db/store.ts";
 import { compareWithHost, type HostComparison } from "./host_reconcile.ts";
 import { DELETED_STATUS } from "../indexers/index_account_status.ts";
-import { diffRepo, IndexedRecords } from "./repo_diff.ts";
 import { RepoFetchError, RepoSource } from "./repo_source.ts";
 import type { AppviewConfig } from "../../config.ts";
 import type { LocalStreamHooks } from "../sources/local_stream.ts";
@@ -81,8 +78,8 @@ export class Backfiller implements AsyncDisposable {
   readonly #ctx: AppviewContext;
   readonly #log: Logger;
   readonly #source: RepoSource;
-  readonly #queue: BackfillQueue;
-  readonly #indexed: IndexedRecords;
+  readonly #state: StateStore;
+  readonly #queue: AsyncMethods<BackfillQueue>;
   readonly #concurrency: number;
   readonly #pollIntervalMs: number;
   readonly #backoff: { initialMs: number; maxMs: number };
@@ -92,6 +89,11 @@ export class Backfiller implements AsyncDisposable {
   #soon: ReturnType<typeof setTimeout> | null = null;
   #reconcile: Promise<void> | null = null;
   #reconcileTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The queue read in progress ({@link wake}); another wake meanwhile runs after it. */
+  #waking: Promise<void> | null = null;
+  #wakeAgain = false;
+  /** Runs finished so far: a queue read during which one finished is read again. */
+  #finished = 0;
   readonly #onOutcome: BackfillerOptions["onOutcome"];
   #started = false;
   #closed = false;
@@ -100,8 +102,8 @@ export class Backfiller implements AsyncDisposable {
     this.#ctx = ctx;
     this.#log = ctx.log.child("backfill");
     this.#source = opts.source;
-    this.#queue = new BackfillQueue(ctx.db);
-    this.#indexed = new IndexedRecords(ctx.db);
+    this.#state = ctx.store.state;
+    this.#queue = this.#state.backfillQueue;
     this.#concurrency = opts.concurrency ?? DEFAULT_CONCURRENCY;
     if (!Number.isSafeInteger(this.#concurrency) || this.#concurrency < 1) {
       throw new RangeError(`Backfill concurrency must be a positive integer: ${opts.concurrency}`);
@@ -112,7 +114,7 @@ export class Backfiller implements AsyncDisposable {
   }
 
   /** The queue (for the task's progress and `/healthz`). */
-  get queue(): BackfillQueue {
+  get queue(): AsyncMethods<BackfillQueue> {
     return this.#queue;
   }
 
@@ -128,9 +130,9 @@ export class Backfiller implements AsyncDisposable {
       // Queued now (durable before the frame's cursor moves), worked on a later turn: the frame
       // is accepted before the batch holding the commits before it is applied, and a row whose
       // rev the index then holds is done without a fetch (a new account's #sync).
-      sync: (did, rev) => {
-        if (this.#ctx.writer.storedRev(did) === rev) return;
-        this.#queue.enqueue(did, "sync", rev, this.#ctx.now().toISOString());
+      sync: async (did, rev) => {
+        if (await this.#ctx.store.writer.storedRev(did) === rev) return;
+        await this.#queue.enqueue(did, "sync", rev, this.#ctx.now().toISOString());
         this.#wakeSoon();
       },
     };
@@ -140,45 +142,76 @@ export class Backfiller implements AsyncDisposable {
   start(): void {
     if (this.#started) throw new Error("Backfiller already started");
     this.#started = true;
-    this.#ctx.writer.listenForGaps(() => this.#wakeSoon());
-    this.#timer = setInterval(() => this.wake(), this.#pollIntervalMs);
-    this.wake();
+    this.#ctx.store.writer.listenForGaps(() => this.#wakeSoon());
+    this.#timer = setInterval(() => void this.wake(), this.#pollIntervalMs);
+    void this.wake();
   }
 
   /** Queues `did` (reason, and the rev that prompted it when known) and reads the queue. */
-  request(did: string, reason: BackfillReason, targetRev: string | null = null): void {
-    this.#queue.enqueue(did, reason, targetRev, this.#ctx.now().toISOString());
-    if (this.#started) this.wake();
+  async request(
+    did: string,
+    reason: BackfillReason,
+    targetRev: string | null = null,
+  ): Promise<void> {
+    await this.#queue.enqueue(did, reason, targetRev, this.#ctx.now().toISOString());
+    if (this.#started) await this.wake();
   }
 
   #wakeSoon(): void {
     if (!this.#started || this.#closed) return;
     this.#soon ??= setTimeout(() => {
       this.#soon = null;
-      this.wake();
+      void this.wake();
     }, 0);
   }
 
-  /** Starts the due rows, up to the concurrency bound (never two of one DID). */
-  wake(): void {
-    if (this.#closed) return;
-    const free = this.#concurrency - this.#inFlight.size;
-    if (free <= 0) return;
-    let rows: QueuedRepo[];
-    try {
-      rows = this.#queue.due(this.#ctx.now().toISOString(), free + this.#inFlight.size);
-    } catch (e) {
-      this.#log.warn("Cannot read the backfill queue", { error: e });
-      return;
+  /**
+   * Starts the due rows, up to the concurrency bound (never two of one DID). One queue read at a
+   * time: a wake during a read reads again after it. Resolves once the rows found are started.
+   */
+  wake(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    if (this.#waking !== null) {
+      this.#wakeAgain = true;
+      return this.#waking;
     }
-    for (const row of rows) {
-      if (this.#inFlight.size >= this.#concurrency) break;
-      if (this.#inFlight.has(row.did)) continue;
-      const run = this.#runQueued(row).finally(() => {
-        this.#inFlight.delete(row.did);
-        this.wake();
-      });
-      this.#inFlight.set(row.did, run);
+    this.#waking = (async () => {
+      do {
+        this.#wakeAgain = false;
+        await this.#startDue();
+      } while (this.#wakeAgain && !this.#closed);
+    })().finally(() => {
+      this.#waking = null;
+    });
+    return this.#waking;
+  }
+
+  async #startDue(): Promise<void> {
+    for (;;) {
+      const free = this.#concurrency - this.#inFlight.size;
+      if (free <= 0) return;
+      const finished = this.#finished;
+      let rows: QueuedRepo[];
+      try {
+        rows = await this.#queue.due(this.#ctx.now().toISOString(), free + this.#inFlight.size);
+      } catch (e) {
+        this.#log.warn("Cannot read the backfill queue", { error: e });
+        return;
+      }
+      if (this.#closed) return;
+      // A run that ended during the read may have taken its row off the queue: read again.
+      if (finished !== this.#finished) continue;
+      for (const row of rows) {
+        if (this.#inFlight.size >= this.#concurrency) break;
+        if (this.#inFlight.has(row.did)) continue;
+        const run = this.#runQueued(row).finally(() => {
+          this.#inFlight.delete(row.did);
+          this.#finished++;
+          void this.wake();
+        });
+        this.#inFlight.set(row.did, run);
+      }
+      return;
     }
   }
 
@@ -193,11 +226,15 @@ export class Backfiller implements AsyncDisposable {
    * host's listing and queues what differs ({@link compareWithHost}); a listing that fails is
    * tried again after the backoff. Another call while one runs joins it.
    */
-  hostRestored(restore: { cursor: number; head: number | null }): Promise<void> {
-    recordRestore(this.#ctx.db, BACKFILL_LOCAL, {
-      ...restore,
-      at: this.#ctx.now().toISOString(),
-    });
+  async hostRestored(restore: { cursor: number; head: number | null }): Promise<void> {
+    try {
+      await this.#state.recordRestore(BACKFILL_LOCAL, {
+        ...restore,
+        at: this.#ctx.now().toISOString(),
+      });
+    } catch (e) {
+      this.#log.error("Cannot record the account host's restore", { error: e });
+    }
     return this.reconcileHost();
   }
 
@@ -211,7 +248,7 @@ export class Backfiller implements AsyncDisposable {
           signal: this.#abort.signal,
         });
         this.#log.info("Compared the index with the account host's repositories", { ...found });
-        this.wake();
+        void this.wake();
       } catch (e) {
         if (this.#closed) return;
         const delay = Math.min(this.#backoff.maxMs, this.#backoff.initialMs * 2 ** attempt);
@@ -238,8 +275,9 @@ export class Backfiller implements AsyncDisposable {
     if (this.#soon !== null) clearTimeout(this.#soon);
     this.#soon = null;
     this.#timer = this.#reconcileTimer = null;
-    if (this.#started) this.#ctx.writer.listenForGaps(undefined);
+    if (this.#started) this.#ctx.store.writer.listenForGaps(undefined);
     this.#abort.abort(new Error("Backfill worker closed"));
+    await this.#waking;
     await this.#reconcile;
     await Promise.allSettled([...this.#inFlight.values()]);
   }
@@ -251,25 +289,25 @@ export class Backfiller implements AsyncDisposable {
   async #runQueued(row: QueuedRepo): Promise<void> {
     const now = () => this.#ctx.now().toISOString();
     try {
-      if (row.targetRev !== null && this.#ctx.writer.storedRev(row.did) === row.targetRev) {
-        this.#queue.done(row);
+      if (
+        row.targetRev !== null &&
+        await this.#ctx.store.writer.storedRev(row.did) === row.targetRev
+      ) {
+        await this.#queue.done(row);
         this.#onOutcome?.(row.did, { kind: "current" });
         return;
       }
       const outcome = await this.backfill(row.did, { reason: row.reason });
       this.#onOutcome?.(row.did, outcome);
       if (outcome.kind === "stale") {
-        this.#queue.failed(
+        await this.#queue.failed(
           row.did,
           "Snapshot older than what the stream applied meanwhile",
-          at(
-            this.#ctx,
-            STALE_RETRY_MS,
-          ),
+          at(this.#ctx, STALE_RETRY_MS),
         );
         return;
       }
-      this.#queue.done(row);
+      await this.#queue.done(row);
     } catch (e) {
       if (this.#closed) return;
       const message = e instanceof Error ? e.message : String(e);
@@ -283,8 +321,8 @@ export class Backfiller implements AsyncDisposable {
         error: message,
       });
       try {
-        this.#queue.failed(row.did, message, at(this.#ctx, delay));
-        recordBackfillOutcome(this.#ctx.db, BACKFILL_LOCAL, {
+        await this.#queue.failed(row.did, message, at(this.#ctx, delay));
+        await this.#state.recordBackfillOutcome(BACKFILL_LOCAL, {
           did: row.did,
           at: now(),
           error: message,
@@ -307,8 +345,8 @@ export class Backfiller implements AsyncDisposable {
     const signal = opts.signal === undefined
       ? this.#abort.signal
       : AbortSignal.any([opts.signal, this.#abort.signal]);
-    const writer = this.#ctx.writer;
-    const expectedRev = writer.storedRev(did);
+    const writer = this.#ctx.store.writer;
+    const expectedRev = await writer.storedRev(did);
     let location;
     let car;
     try {
@@ -318,18 +356,20 @@ export class Backfiller implements AsyncDisposable {
       if (!(e instanceof RepoFetchError)) throw e;
       if (e.kind === "inactive") {
         const status = e.status ?? "deactivated";
-        writer.applyOps([{ kind: "account_status", did, active: false, status }]);
+        await writer.applyOps([{ kind: "account_status", did, active: false, status }]);
         this.#log.info("Backfill: account is inactive on its host", { did, status });
         return { kind: "inactive", status };
       }
       if (e.kind !== "gone") throw e;
-      if (!isLocalRepo(this.#ctx.db, did)) {
+      if (!(await this.#state.isLocalRepo(did))) {
         this.#log.info("Backfill: the account host does not have the repository", { did });
         return { kind: "gone" };
       }
       // The index holds it as the account host's, and the host no longer has it (deleted, or a
       // backup from before it existed was restored): it goes as a deleted account does.
-      writer.applyOps([{ kind: "account_status", did, active: false, status: DELETED_STATUS }]);
+      await writer.applyOps([
+        { kind: "account_status", did, active: false, status: DELETED_STATUS },
+      ]);
       this.#log.info("Backfill: removed an account its host no longer has", { did });
       return { kind: "removed" };
     }
@@ -345,11 +385,12 @@ export class Backfiller implements AsyncDisposable {
       active: true,
       status: null,
     });
-    const result = writer.applySnapshot({
+    const result = await writer.applySnapshot({
       did,
       rev: repo.rev,
       expectedRev,
-      plan: () => [...facts, ...diffRepo(did, this.#indexed.read(did), repo.records)],
+      facts,
+      records: repo.records,
     });
     if (result.stale) {
       this.#log.info("Backfill: snapshot is older than what the stream applied; retrying", {
@@ -369,7 +410,7 @@ export class Backfiller implements AsyncDisposable {
       skipped: result.skipped,
       otherRecords: repo.otherRecords,
     });
-    recordBackfillOutcome(this.#ctx.db, BACKFILL_LOCAL, {
+    await this.#state.recordBackfillOutcome(BACKFILL_LOCAL, {
       did,
       at: this.#ctx.now().toISOString(),
       records: repo.records.length,

@@ -17,7 +17,7 @@
 
 import type { IndexOp } from "../../../shared/ops.ts";
 import type { AppviewContext } from "../../context.ts";
-import { BackfillQueue, type BackfillReason, localRepoDids } from "../../db/backfill_state.ts";
+import type { BackfillReason } from "../../db/backfill_state.ts";
 import type { RepoSource } from "./repo_source.ts";
 
 /** What a comparison found. */
@@ -53,7 +53,8 @@ export async function compareWithHost(
   source: RepoSource,
   opts: CompareOptions,
 ): Promise<HostComparison> {
-  const queue = new BackfillQueue(ctx.db);
+  const { writer, state } = ctx.store;
+  const queue = state.backfillQueue;
   const enqueue = (did: string, rev: string | null, at: string) =>
     opts.immediate
       ? queue.requestNow(did, opts.reason, rev, at)
@@ -71,12 +72,12 @@ export async function compareWithHost(
       ops.push({ kind: "account_status", did: repo.did, active: repo.active, status: repo.status });
       if (!repo.active) found.inactive++;
     }
-    ctx.writer.applyOps(ops);
+    await writer.applyOps(ops);
     const at = ctx.now().toISOString();
     for (const repo of page.repos) {
       if (!repo.active) continue;
-      if (!opts.all && ctx.writer.storedRev(repo.did) === repo.rev) continue;
-      enqueue(repo.did, opts.all ? null : repo.rev, at);
+      if (!opts.all && await writer.storedRev(repo.did) === repo.rev) continue;
+      await enqueue(repo.did, opts.all ? null : repo.rev, at);
       found.queued++;
     }
     found.listed += page.repos.length;
@@ -87,9 +88,9 @@ export async function compareWithHost(
       : null;
   } while (cursor !== null);
   const at = ctx.now().toISOString();
-  for (const did of localRepoDids(ctx.db)) {
+  for await (const did of state.localRepoDids()) {
     if (listed.has(did)) continue;
-    enqueue(did, null, at);
+    await enqueue(did, null, at);
     found.vanished++;
     found.queued++;
   }

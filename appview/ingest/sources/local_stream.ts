@@ -19,8 +19,8 @@
  * - `FutureCursor` (the stored cursor is beyond the account host's head: the host was restored
  *   from an older backup, docs/behaviour.md 6.2 rule 10) is said once in the log, the cursor is
  *   moved back to the host's head (named by its message; 0, a full replay of what it retains,
- *   when it names none), the stream resumes from there, and the hooks' `restored` reconciles the
- *   accounts by backfill (`ingest/backfill/`).
+ *   when it names none), the stream resumes from there, and once that cursor is stored the hooks'
+ *   `restored` reconciles the accounts by backfill (`ingest/backfill/`).
  * - A `#sync` frame (`{seq, did, rev, blocks, time}`: "my repository is now at this commit") asks
  *   the hooks' `sync` for a backfill of the repository; the backfill does nothing when the index
  *   already holds that rev (rule 8). Only `did` and `rev` are read, and checked.
@@ -62,8 +62,11 @@ export const ERROR_FUTURE_CURSOR = "FutureCursor";
 export interface LocalStreamHooks {
   /** The host's head (null: unknown) is behind `cursor`: it was restored from a backup. */
   restored(restore: { cursor: number; head: number | null }): void;
-  /** A `#sync` frame: the repository `did` is now at `rev`. */
-  sync(did: string, rev: string): void;
+  /**
+   * A `#sync` frame: the repository `did` is now at `rev`. The frame's cursor moves only once the
+   * returned work is done (`StreamControl.waitFor`).
+   */
+  sync(did: string, rev: string): Promise<void>;
 }
 
 /** Options of {@link createLocalStreamConsumer}. */
@@ -334,7 +337,13 @@ export function acceptLocalFrame(
     control.fail(`Event ${seq} skipped: ${frame.error.message}`);
     return { ops: [], cursor: seq };
   }
-  if (frame.sync !== undefined) hooks?.sync(frame.sync.did, frame.sync.rev);
+  if (frame.sync !== undefined && hooks !== undefined) {
+    const work = hooks.sync(frame.sync.did, frame.sync.rev);
+    if (control.waitFor !== undefined) control.waitFor(work);
+    else {
+      work.catch((e) => log.error("Cannot hand a #sync frame to the backfill", { error: e }));
+    }
+  }
   if (frame.commit === undefined) return { ops: frame.ops, cursor: seq };
   return { ops: frame.ops, cursor: seq, commit: { ...frame.commit, mode: "newer" } };
 }
@@ -357,17 +366,11 @@ function futureCursor(
     "Account host is behind the index's cursor (restored from a backup?): resuming from its head and reconciling its repositories",
     { cursor, head, resumeFrom: resume, message },
   );
-  try {
-    control.rewind!(
-      resume,
-      `Account host restored: cursor ${cursor} beyond its head ${head ?? "?"}`,
-    );
-  } catch (e) {
-    control.log.error("Cannot move the cursor back to the account host's head", { error: e });
-    control.disconnect(`Cannot store cursor ${resume}`);
-    return;
-  }
-  hooks?.restored({ cursor, head });
+  control.rewind!(resume, `Account host restored: cursor ${cursor} beyond its head ${head ?? "?"}`)
+    .then(() => hooks?.restored({ cursor, head }), (e) => {
+      control.log.error("Cannot move the cursor back to the account host's head", { error: e });
+      control.disconnect(`Cannot store cursor ${resume}`);
+    });
 }
 
 /** Builds the local-stream consumer of the index (call `start()`, later `close()`). */

@@ -457,7 +457,10 @@ Deno.test("FutureCursor moves the cursor back to the account host's head, says s
   using ctx = openTestContext({ log });
   for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
   const restores: unknown[] = [];
-  const hooks = { restored: (r: unknown) => restores.push(r), sync: () => {} };
+  const hooks = {
+    restored: (r: unknown) => void restores.push(r),
+    sync: () => Promise.resolve(),
+  };
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
     hooks,
@@ -483,7 +486,13 @@ Deno.test("FutureCursor moves the cursor back to the account host's head, says s
 
 Deno.test("a #sync frame asks the hooks for a backfill of its repository; a malformed one is passed over", () => {
   const synced: string[][] = [];
-  const hooks = { restored: () => {}, sync: (did: string, rev: string) => synced.push([did, rev]) };
+  const hooks = {
+    restored: () => {},
+    sync: (did: string, rev: string) => {
+      synced.push([did, rev]);
+      return Promise.resolve();
+    },
+  };
   const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos", { hooks });
   const failures: string[] = [];
   const control = {

@@ -33,8 +33,8 @@
 
 import type { LogFields, Logger, LogLevel } from "../../../shared/log.ts";
 import type { AppviewConfig } from "../../config.ts";
-import { CONSUMER_PUBLIC, writeConsumerStatus } from "../../db/state.ts";
-import type { DatabaseSync } from "node:sqlite";
+import { CONSUMER_PUBLIC } from "../../db/state.ts";
+import type { StateStore } from "../../db/store.ts";
 import type { JetstreamOptions } from "./jetstream.ts";
 import type { StreamConsumerStatus } from "./stream_status.ts";
 
@@ -70,7 +70,7 @@ export class ThreadedPublicConsumer implements AsyncDisposable {
   readonly #config: AppviewConfig;
   readonly #options: JetstreamOptions;
   readonly #log: Logger;
-  readonly #db: DatabaseSync;
+  readonly #state: StateStore;
   #worker: Worker | null = null;
   #status: StreamConsumerStatus = {
     state: "connecting",
@@ -81,17 +81,19 @@ export class ThreadedPublicConsumer implements AsyncDisposable {
   #closed: (() => void) | null = null;
   #closing: Promise<void> | null = null;
   #failed = false;
+  /** The status row write that records a failure (close waits for it). */
+  #failWrite: Promise<void> = Promise.resolve();
 
   /**
-   * `db` is the main thread's connection, used only to record a failure of the worker; `log`
+   * `state` is the main thread's store state, used only to record a failure of the worker; `log`
    * writes the worker's lines.
    */
-  constructor(config: AppviewConfig, options: JetstreamOptions, log: Logger, db: DatabaseSync) {
+  constructor(config: AppviewConfig, options: JetstreamOptions, log: Logger, state: StateStore) {
     if ("random" in options) throw new TypeError("A threaded consumer takes no random source");
     this.#config = config;
     this.#options = options;
     this.#log = log;
-    this.#db = db;
+    this.#state = state;
   }
 
   /** The worker's last reported status. */
@@ -151,6 +153,7 @@ export class ThreadedPublicConsumer implements AsyncDisposable {
     }
     worker.terminate();
     this.#worker = null;
+    await this.#failWrite;
   }
 
   #onMessage(msg: PublicThreadMessage): void {
@@ -181,18 +184,14 @@ export class ThreadedPublicConsumer implements AsyncDisposable {
     this.#failed = true;
     this.#log.error("Public consumer thread failed; /healthz will report it stale", { error });
     this.#status = { ...this.#status, state: "backoff", lastError: `thread failed: ${error}` };
-    try {
-      writeConsumerStatus(this.#db, {
-        name: CONSUMER_PUBLIC,
-        state: this.#status.state,
-        cursor: this.#status.cursor,
-        lastEventAt: this.#status.lastEventAt,
-        lastError: this.#status.lastError,
-        updatedAt: new Date().toISOString(),
-      });
-    } catch (e) {
-      this.#log.warn("Cannot write consumer status", { error: e });
-    }
+    this.#failWrite = this.#state.writeConsumerStatus({
+      name: CONSUMER_PUBLIC,
+      state: this.#status.state,
+      cursor: this.#status.cursor,
+      lastEventAt: this.#status.lastEventAt,
+      lastError: this.#status.lastError,
+      updatedAt: new Date().toISOString(),
+    }).catch((e) => this.#log.warn("Cannot write consumer status", { error: e }));
     this.#closed?.();
   }
 }

@@ -65,6 +65,8 @@ function forwardingLogger(path: string[]): Logger {
 
 let consumer: StreamConsumer | null = null;
 let closeDb: (() => void) | null = null;
+/** The start in progress or done (a close waits for it). */
+let started: Promise<void> = Promise.resolve();
 let statusTimer: ReturnType<typeof setInterval> | undefined;
 let lastStatus = "";
 
@@ -77,19 +79,21 @@ function postStatus(): void {
   post({ kind: "status", status });
 }
 
-function start(msg: PublicThreadStart): void {
+async function start(msg: PublicThreadStart): Promise<void> {
   const log = forwardingLogger([]);
   const db = openIndexDb(msg.config.dbPath);
   closeDb = () => db.close();
   const ctx = createAppviewContext({ config: msg.config, db, log, batchSize: THREAD_BATCH_OPS });
   consumer = createJetstreamConsumer(ctx, { maxBatchOps: THREAD_BATCH_OPS, ...msg.options });
   if (consumer === null) throw new Error("APPVIEW_JETSTREAM_URL is unset");
-  consumer.start();
+  const starting = consumer.start();
   postStatus();
   statusTimer = setInterval(postStatus, STATUS_POLL_MS);
+  await starting;
 }
 
 async function close(): Promise<void> {
+  await started;
   clearInterval(statusTimer);
   await consumer?.close();
   postStatus();
@@ -104,10 +108,8 @@ self.onmessage = (event: MessageEvent<PublicThreadStart | "close">) => {
       post({ kind: "closed", error: e instanceof Error ? e.message : String(e) });
     });
   } else {
-    try {
-      start(event.data);
-    } catch (e) {
+    started = start(event.data).catch((e) => {
       post({ kind: "failed", error: e instanceof Error ? e.message : String(e) });
-    }
+    });
   }
 };

@@ -94,7 +94,7 @@ export async function applyPush(
 ): Promise<ApplyResult> {
   const { ops, since } = await verifyPush(accounts, payload);
   const { did, rev } = payload as { did: string; rev: string };
-  return ctx.writer.applyOps(ops, { commit: { did, rev, since, mode: "next" } });
+  return await ctx.store.writer.applyOps(ops, { commit: { did, rev, since, mode: "next" } });
 }
 
 /**

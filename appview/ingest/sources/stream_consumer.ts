@@ -6,8 +6,12 @@
  * ops), and publishes its state in `consumer_status` for `/healthz` (also when the consumer runs
  * in its own process).
  *
+ * One batch is applied at a time: a drain starts after the one before it has finished (the
+ * write path is async, `db/store.ts`), and closing waits for the drain in flight.
+ *
  * A consumer running alone applies everything queued in one go: while it writes, the event loop
- * reads nothing more, which is the stream's backpressure. Beside the HTTP API
+ * reads nothing more, which is the stream's backpressure (on SQLite the writes resolve without
+ * yielding to the event loop, as when they were synchronous). Beside the HTTP API
  * ({@link StreamConsumerOptions.yieldBetweenBatches}) it applies one transaction per event-loop
  * turn, so requests are answered while the index catches up. Then the socket keeps delivering
  * between transactions, so there is flow control: when more than
@@ -32,7 +36,6 @@
 
 import type { Logger } from "../../../shared/log.ts";
 import type { AppviewContext } from "../../context.ts";
-import { readCursor } from "../../db/state.ts";
 import { OffThreadParser } from "./parse_worker.ts";
 import type { DecodedMessage, StreamControl, StreamProtocol } from "./stream_protocol.ts";
 import { messageOf } from "./stream_protocol.ts";
@@ -104,6 +107,10 @@ export class StreamConsumer implements AsyncDisposable {
   readonly #queue: MessageQueue;
   readonly #parser: OffThreadParser | null;
   #drainTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The last drain started (settled when idle): the next starts after it. */
+  #draining: Promise<void> = Promise.resolve();
+  /** Work the batch being folded waits for before it is applied (`StreamControl.waitFor`). */
+  #pending: Promise<unknown>[] = [];
   #started = false;
   #closing: Promise<void> | null = null;
 
@@ -144,11 +151,20 @@ export class StreamConsumer implements AsyncDisposable {
       },
       rewind: (cursor, reason) => {
         // Through the write path, as every cursor write (no ops: only the cursor row moves).
-        this.#ctx.writer.applyOps([], { cursor: { name: protocol.cursorName, value: cursor } });
-        this.#status.cursor = cursor;
-        this.#status.lastError = reason;
-        this.#status.dirty = true;
-        this.#dropConnection();
+        const stored = this.#ctx.store.writer.applyOps([], {
+          cursor: { name: protocol.cursorName, value: cursor },
+        }).then(() => {
+          this.#status.cursor = cursor;
+          this.#status.lastError = reason;
+          this.#status.dirty = true;
+          this.#dropConnection();
+        });
+        // The batch waits for it; a failure is the protocol's to report (it drops the connection).
+        this.#pending.push(stored.catch(() => {}));
+        return stored;
+      },
+      waitFor: (work) => {
+        this.#pending.push(work);
       },
     };
     this.#parser = protocol.parser !== undefined && opts.parseInWorker !== false
@@ -178,11 +194,16 @@ export class StreamConsumer implements AsyncDisposable {
     return this.#parser?.active ?? false;
   }
 
-  /** Reads the stored cursor and connects. */
-  start(): void {
+  /** Reads the stored cursor and connects; resolves once connecting has begun. */
+  start(): Promise<void> {
     if (this.#started) throw new Error(`Consumer ${this.#protocol.consumer} already started`);
     this.#started = true;
-    this.#status.cursor = readCursor(this.#ctx.db, this.#protocol.cursorName);
+    return this.#start();
+  }
+
+  async #start(): Promise<void> {
+    this.#status.cursor = await this.#ctx.store.state.readCursor(this.#protocol.cursorName);
+    if (this.#closing !== null) return;
     this.#parser?.start();
     this.#status.start();
     this.#socket.start();
@@ -208,8 +229,9 @@ export class StreamConsumer implements AsyncDisposable {
     this.#parser?.close();
     if (this.#drainTimer !== null) clearTimeout(this.#drainTimer);
     this.#drainTimer = null;
-    this.#drainAll();
+    await this.#serialized(() => this.#drainAll());
     if (this.#started) this.#status.setState("disabled");
+    await this.#status.flush();
     this.#log.info("Consumer stopped", { cursor: this.#status.cursor });
   }
 
@@ -234,13 +256,19 @@ export class StreamConsumer implements AsyncDisposable {
       this.#scheduleDrain();
       return;
     }
-    this.#drainAll();
-    if (this.#closing !== null) return;
-    this.#log.warn("Stream connection closed", { url, ...how, lastError: this.#status.lastError });
-    if (!wasOpen && this.#status.lastError === null) {
-      this.#status.lastError = `Cannot connect to ${url}`;
-    }
-    this.#socket.scheduleReconnect();
+    void this.#serialized(async () => {
+      await this.#drainAll();
+      if (this.#closing !== null) return;
+      this.#log.warn("Stream connection closed", {
+        url,
+        ...how,
+        lastError: this.#status.lastError,
+      });
+      if (!wasOpen && this.#status.lastError === null) {
+        this.#status.lastError = `Cannot connect to ${url}`;
+      }
+      this.#socket.scheduleReconnect();
+    });
   }
 
   #dropConnection(): void {
@@ -266,6 +294,17 @@ export class StreamConsumer implements AsyncDisposable {
     this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
   }
 
+  /**
+   * Runs `drain` once the drain started before it has finished: one batch in flight at a time.
+   * The returned Promise never rejects (a failure is logged).
+   */
+  #serialized(drain: () => Promise<void>): Promise<void> {
+    this.#draining = this.#draining.then(drain).catch((e) => {
+      this.#log.error("Consumer drain failed", { error: e });
+    });
+    return this.#draining;
+  }
+
   /** Flow control: closes the socket until what was received is applied (module comment). */
   #pause(): void {
     this.#queue.paused = true;
@@ -284,61 +323,81 @@ export class StreamConsumer implements AsyncDisposable {
   #drain(): void {
     if (this.#drainTimer !== null) clearTimeout(this.#drainTimer);
     this.#drainTimer = null;
-    if (!this.#yielding) {
-      this.#drainAll();
-      return;
-    }
-    if (!this.#drainOnce()) return;
-    if (this.#queue.size > 0) {
-      this.#scheduleDrain();
-      return;
-    }
-    this.#status.write(false);
-    if (
-      this.#queue.paused && !this.#socket.connected && this.#closing === null &&
-      (this.#parser?.pending ?? 0) === 0
-    ) {
-      this.#queue.paused = false;
-      this.#log.info("Resuming the stream", { cursor: this.#status.cursor });
-      this.#socket.connect("resume");
-    }
+    void this.#serialized(async () => {
+      if (!this.#yielding) {
+        await this.#drainAll();
+        return;
+      }
+      if (!(await this.#drainOnce())) return;
+      if (this.#queue.size > 0) {
+        this.#scheduleDrain();
+        return;
+      }
+      this.#status.write(false);
+      if (
+        this.#queue.paused && !this.#socket.connected && this.#closing === null &&
+        (this.#parser?.pending ?? 0) === 0
+      ) {
+        this.#queue.paused = false;
+        this.#log.info("Resuming the stream", { cursor: this.#status.cursor });
+        this.#socket.connect("resume");
+      }
+    });
   }
 
-  /** Applies every queued message now, in batches (the connection is gone or closing). */
-  #drainAll(): void {
-    while (this.#queue.size > 0 && this.#drainOnce());
+  /**
+   * Applies every queued message now, in batches (the connection is gone or closing). Only
+   * inside {@link #serialized}.
+   */
+  async #drainAll(): Promise<void> {
+    while (this.#queue.size > 0 && await this.#drainOnce());
     this.#status.write(false);
   }
 
   /**
-   * Folds queued messages into one batch and applies it with its cursor in one transaction.
-   * Returns false when the write failed (the connection was dropped to replay from the cursor).
+   * Folds queued messages into one batch and applies it with its cursor in one transaction,
+   * after the work its messages asked for (`StreamControl.waitFor`). Returns false when that
+   * failed (the connection was dropped to replay from the cursor). Only inside
+   * {@link #serialized}.
    */
-  #drainOnce(): boolean {
+  async #drainOnce(): Promise<boolean> {
     const folded = this.#queue.take(
       this.#status.cursor,
       (message, at) => this.#decode(message, at),
       this.#maxBatchOps,
     );
+    if (this.#pending.length > 0) {
+      const pending = this.#pending;
+      this.#pending = [];
+      try {
+        await Promise.all(pending);
+      } catch (e) {
+        return this.#writeFailed(e);
+      }
+    }
     if (folded === null) return true;
     const { ops, commits, cursor, moved } = folded;
     if (!moved || cursor === null) return true;
     try {
-      this.#ctx.writer.applyOps(ops, {
+      await this.#ctx.store.writer.applyOps(ops, {
         cursor: { name: this.#protocol.cursorName, value: cursor },
         commits,
       });
     } catch (e) {
-      // Nothing of the batch was committed: reconnect and replay from the stored cursor.
-      this.#status.lastError = `Index write failed: ${messageOf(e)}`;
-      this.#log.error("Index write failed; reconnecting from the stored cursor", { error: e });
-      this.#dropConnection();
-      return false;
+      return this.#writeFailed(e);
     }
     this.#status.cursor = cursor;
     this.#status.lastEventAt = this.#ctx.now().toISOString();
     this.#status.dirty = true;
     return true;
+  }
+
+  /** Nothing of the batch was committed: reconnect and replay from the stored cursor. */
+  #writeFailed(e: unknown): false {
+    this.#status.lastError = `Index write failed: ${messageOf(e)}`;
+    this.#log.error("Index write failed; reconnecting from the stored cursor", { error: e });
+    this.#dropConnection();
+    return false;
   }
 
   #decode(message: QueuedMessage, cursor: number | null): DecodedMessage | null {

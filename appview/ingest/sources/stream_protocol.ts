@@ -31,12 +31,21 @@ export interface StreamControl {
   disconnect(reason: string): void;
   /**
    * Stores `cursor` as the stream's cursor, also below the current one (the server's head is
-   * behind it: a restored account host), records `reason` and drops the connection; the consumer
-   * reconnects from `cursor`. (`StreamConsumer` gives it; a control without it cannot rewind.)
+   * behind it: a restored account host), then records `reason` and drops the connection; the
+   * consumer reconnects from `cursor`. The batch being folded is applied after the cursor is
+   * stored. (`StreamConsumer` gives it; a control without it cannot rewind.)
    *
-   * @throws Error when the cursor cannot be stored (nothing changed)
+   * Rejects when the cursor cannot be stored (nothing changed; the connection is dropped anyway).
    */
-  rewind?(cursor: number, reason: string): void;
+  rewind?(cursor: number, reason: string): Promise<void>;
+  /**
+   * `work` (a write the message asked for, such as queueing a backfill) must be done before the
+   * cursor moves past the message: the consumer applies the batch holding the message only once
+   * `work` has settled, and a rejected `work` fails the batch as a failed write does (nothing
+   * applied, replayed from the stored cursor). Without it (a control that applies nothing), the
+   * work just runs.
+   */
+  waitFor?(work: Promise<unknown>): void;
 }
 
 /**

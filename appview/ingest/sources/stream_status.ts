@@ -2,14 +2,15 @@
  * A stream consumer's published state: its row in `consumer_status` (for `/healthz`, also when
  * the consumer runs in its own process), written on every state change, at most every
  * {@link STATUS_INTERVAL_MS} while events flow, and at least every {@link STATUS_HEARTBEAT_MS} as a
- * heartbeat.
+ * heartbeat. Writes go out one at a time, in the order they were made (a row is never overwritten
+ * by an older one); {@link StatusPublisher.flush} waits for them.
  *
  * @module
  */
 
 import type { Logger } from "../../../shared/log.ts";
 import type { AppviewContext } from "../../context.ts";
-import { type ConsumerState, writeConsumerStatus } from "../../db/state.ts";
+import type { ConsumerState } from "../../db/state.ts";
 
 /** Status rows are written on every state change and at most this often while live. */
 export const STATUS_INTERVAL_MS = 1_000;
@@ -38,6 +39,8 @@ export class StatusPublisher {
   dirty = false;
   #writtenAt = -Infinity;
   #timer: ReturnType<typeof setInterval> | null = null;
+  /** The last row write made: the next one starts after it. */
+  #writing: Promise<void> = Promise.resolve();
 
   constructor(ctx: AppviewContext, consumer: string, log: Logger) {
     this.#ctx = ctx;
@@ -80,27 +83,38 @@ export class StatusPublisher {
     ) {
       return;
     }
-    try {
-      writeConsumerStatus(this.#ctx.db, {
-        name: this.#consumer,
-        state: this.#state,
-        cursor: this.cursor,
-        lastEventAt: this.lastEventAt,
-        lastError: this.lastError,
-        updatedAt: this.#ctx.now().toISOString(),
-      });
-      this.dirty = false;
-      this.#writtenAt = now;
-    } catch (e) {
-      // A busy database only delays the status row; the next tick retries.
-      this.#log.warn("Cannot write consumer status", { error: e });
-    }
+    const row = {
+      name: this.#consumer,
+      state: this.#state,
+      cursor: this.cursor,
+      lastEventAt: this.lastEventAt,
+      lastError: this.lastError,
+      updatedAt: this.#ctx.now().toISOString(),
+    };
+    const dirty = this.dirty;
+    const writtenAt = this.#writtenAt;
+    this.dirty = false;
+    this.#writtenAt = now;
+    this.#writing = this.#writing.then(() => this.#ctx.store.state.writeConsumerStatus(row)).catch(
+      (e) => {
+        // A busy database only delays the status row; the next tick retries.
+        this.#log.warn("Cannot write consumer status", { error: e });
+        if (this.#writtenAt !== now) return; // a later write was made meanwhile
+        this.dirty ||= dirty;
+        this.#writtenAt = writtenAt;
+      },
+    );
+  }
+
+  /** Resolves once every row write made so far is done (or failed and was logged). */
+  flush(): Promise<void> {
+    return this.#writing;
   }
 }
 
 /** Writes the status row of a consumer that is not configured (e.g. no Jetstream URL). */
-export function writeDisabledStatus(ctx: AppviewContext, consumer: string): void {
-  writeConsumerStatus(ctx.db, {
+export function writeDisabledStatus(ctx: AppviewContext, consumer: string): Promise<void> {
+  return ctx.store.state.writeConsumerStatus({
     name: consumer,
     state: "disabled",
     cursor: null,
