@@ -17,18 +17,9 @@ import {
   presentPost,
   type Profile,
 } from "../present.ts";
-import { PROFILE_POSTS } from "../profile.ts";
+import { PROFILE_POSTS, type ProfileOptions } from "../profile.ts";
 import { blockedSql } from "../safety.ts";
 import { type PgClient, qualify, queryRows } from "./query.ts";
-
-/** Options of a profile read (`ProfileOptions` of the SQLite view). */
-export interface PgProfileOptions {
-  /**
-   * The account reading (null or absent: nobody): when either blocks the other, the profile
-   * comes without posts (spec 4.2 rule 10).
-   */
-  viewerDid?: string | null;
-}
 
 const POST_FIELDS = POST_COLUMNS.split(",").map((c) => c.trim()) as (keyof PostRow)[];
 
@@ -86,7 +77,7 @@ export class PgProfileView {
    * The profile whose handle is `handle` (any case); null when unknown or a placeholder. With
    * `opts.viewerDid`, without posts when the viewer and the account block either way.
    */
-  async byHandle(handle: string, opts: PgProfileOptions = {}): Promise<Profile | null> {
+  async byHandle(handle: string, opts: ProfileOptions = {}): Promise<Profile | null> {
     const bare = handle.startsWith("@") ? handle.slice(1) : handle;
     if (isPlaceholderHandle(bare) || !isValidHandle(bare)) return null;
     return await this.#read(BY_HANDLE, normalizeHandle(bare), opts);
@@ -96,11 +87,11 @@ export class PgProfileView {
    * The profile of `did`; null when the index knows nothing of it, or the account is inactive
    * (spec 4.2 rule 12: answered as unknown). `opts` as in byHandle.
    */
-  async byDid(did: string, opts: PgProfileOptions = {}): Promise<Profile | null> {
+  async byDid(did: string, opts: ProfileOptions = {}): Promise<Profile | null> {
     return await this.#read(BY_DID, did, opts);
   }
 
-  async #read(text: string, key: string, opts: PgProfileOptions): Promise<Profile | null> {
+  async #read(text: string, key: string, opts: ProfileOptions): Promise<Profile | null> {
     const rows = await queryRows<ProfileStatementRow>(this.#sql, text, [
       key,
       opts.viewerDid ?? null,

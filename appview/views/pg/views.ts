@@ -7,6 +7,7 @@
  * @module
  */
 
+import type { AsyncViews } from "../../db/store.ts";
 import { PgGraphView } from "./graph.ts";
 import { PgNotificationView } from "./notifications.ts";
 import { PgPostHydrator } from "./posts.ts";
@@ -20,8 +21,8 @@ import { PgViewerView } from "./viewer.ts";
 
 export type { PgClient } from "./query.ts";
 
-/** Every read view of the index on PostgreSQL. */
-export interface PgViews {
+/** Every read view of the index on PostgreSQL: the index store's `AsyncViews`. */
+export interface PgViews extends AsyncViews {
   readonly posts: PgPostHydrator;
   readonly timeline: PgTimelineView;
   readonly profiles: PgProfileView;
