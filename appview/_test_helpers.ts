@@ -38,6 +38,8 @@ import { encodeTid } from "../shared/tid.ts";
 import { loadAppviewConfig } from "./config.ts";
 import { type AppviewContext, createAppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
+import { openSqliteIndexStore, type SqliteStore } from "./db/sqlite_store.ts";
+import type { SqliteIndexStore } from "./db/store.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
 import {
   type AccountDirectory,
@@ -353,21 +355,42 @@ export function startFakeRepoStream(opts: FakeRepoStreamOptions = {}): FakeRepoS
   };
 }
 
+/**
+ * A context over a fresh SQLite store, with what only tests reach past the store: its connection
+ * (raw SQL) and its synchronous writer (the one the store's async writer wraps).
+ */
+export interface TestContext extends AppviewContext, Disposable {
+  readonly store: SqliteStore;
+  readonly db: DatabaseSync;
+  readonly writer: IndexWriter;
+}
+
 /** A context over a fresh database (`:memory:` unless `dbPath`), closed on dispose. */
 export function openTestContext(
   opts: { dbPath?: string; log?: Logger; now?: () => Date; env?: Record<string, string> } = {},
-): AppviewContext & Disposable {
+): TestContext {
   const config = loadAppviewConfig({ DATA_DIR: "/nonexistent", ...opts.env });
   const db = openIndexDb(opts.dbPath ?? ":memory:");
   const log = opts.log ?? createLogger("test", { level: "error", sink: () => {} });
+  const store = openSqliteIndexStore(db, { now: opts.now, log: log.child("writer") });
   const ctx = createAppviewContext({
     config,
-    db,
+    store,
     log,
     now: opts.now,
     accounts: new TestAccountDirectory(),
   });
-  return { ...ctx, [Symbol.dispose]: () => db.close() };
+  return { ...ctx, store, db, writer: store.syncWriter, [Symbol.dispose]: () => db.close() };
+}
+
+/**
+ * The SQLite connection under a context's store (a running index's, `RunningAppview.ctx`), for
+ * tests' raw SQL; fails on another backend.
+ */
+export function sqliteOf(ctx: AppviewContext): DatabaseSync {
+  const store = ctx.store;
+  if (store.kind !== "sqlite") throw new Error(`Not a SQLite store: ${store.kind}`);
+  return (store as SqliteIndexStore).db;
 }
 
 /** A clock pinned to one instant (identical rows whatever the arrival time). */
@@ -622,7 +645,8 @@ export async function forgeHs256Token(claims: JwtClaims, publicKey: Uint8Array):
 }
 
 // The query API: a real SQLite index (`:memory:`), the real write path with a controllable
-// clock, and the real app answering `app.request()`.
+// clock, and the real app answering `app.request()`. `apply` calls the store's synchronous
+// writer (the one its async boundary wraps), so the tests' setup needs no await.
 
 /** The clock of the harness: `ms` moves by `stepMs` at every reading, and by `tick`. */
 export class TestClock {
@@ -669,14 +693,13 @@ export function openQueryHarness(
   });
   const db = openIndexDb(":memory:");
   const clock = new TestClock(Date.parse("2024-06-01T00:00:00.000Z"), opts.stepMs ?? 0);
-  const ctx = createAppviewContext({
-    config,
-    db,
-    log: silentLogger,
+  const store = openSqliteIndexStore(db, {
     now: clock.now,
+    log: silentLogger,
     batchSize: opts.batchSize ?? 5_000,
   });
-  const writer = ctx.writer;
+  const ctx = createAppviewContext({ config, store, log: silentLogger, now: clock.now });
+  const writer = store.syncWriter;
   const app = createAppviewApp(ctx, { verifier: opts.verifier ?? null });
   return {
     db,

@@ -1,6 +1,6 @@
 /**
- * Assembling and running the index: opens the database, builds the one write path and the
- * context, then starts any subset of its components (HTTP API, local-stream consumer,
+ * Assembling and running the index: opens the index store (its views, the one write path and its
+ * state, `db/store.ts`) and the context, then starts any subset of its components (HTTP API, local-stream consumer,
  * public-stream consumer, handle sync). Used by `main.ts` (all of them, or one per task),
  * `scripts/dev.ts` and tests (port 0).
  *
@@ -13,7 +13,8 @@ import { createAppviewApp } from "./app.ts";
 import { createTokenVerifier } from "./auth/verifier.ts";
 import { type AppviewConfig, ConfigError } from "./config.ts";
 import { type AppviewContext, createAppviewContext } from "./context.ts";
-import { openIndexDb } from "./db/open.ts";
+import { isFilePath, openIndexStore } from "./db/open.ts";
+import type { IndexStore } from "./db/store.ts";
 import { CONSUMER_PUBLIC } from "./db/state.ts";
 import type { AccountDirectory } from "./ingest/sources/account_directory.ts";
 import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/sources/jetstream.ts";
@@ -111,7 +112,7 @@ export interface RunningAppview extends AsyncDisposable {
    * this thread or in a worker thread.
    */
   readonly publicConsumer: ConsumerHandle | null;
-  /** Stops every component, then closes the database. */
+  /** Stops every component, then closes the store. */
   close(): Promise<void>;
 }
 
@@ -121,10 +122,9 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   const want = { http: true, localConsumer: true, publicConsumer: true, handleSync: true };
   Object.assign(want, opts.components);
   const log = opts.log ?? createLogger("appview", { level: config.logLevel });
-  await makeParentDir(config.dbPath);
-  const db = openIndexDb(config.dbPath);
   const now = opts.now ?? (() => new Date());
-  const ctx = createAppviewContext({ config, db, log, now, accounts: opts.accounts });
+  const store: IndexStore = await openIndexStore(config, { now, log: log.child("writer") });
+  const ctx = createAppviewContext({ config, store, log, now, accounts: opts.accounts });
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
   let localConsumer: StreamConsumer | null = null;
@@ -132,8 +132,8 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   let publicConsumer: ConsumerHandle | null = null;
   try {
     // Every component writes through this connection: its WAL is copied back off the main
-    // thread (a database file only; `:memory:` has no WAL).
-    if (isFilePath(config.dbPath)) {
+    // thread (a SQLite database file only; `:memory:` has no WAL).
+    if (store.kind === "sqlite" && isFilePath(config.dbPath)) {
       const checkpointer = new WalCheckpointer(config.dbPath, {
         log: log.child("checkpoint"),
         intervalMs: opts.checkpointIntervalMs,
@@ -212,14 +212,14 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       localConsumer = consumer;
     }
     const threaded = want.http && (opts.publicConsumerThread ?? true) &&
-      isFilePath(config.dbPath) && opts.now === undefined &&
+      store.kind === "sqlite" && isFilePath(config.dbPath) && opts.now === undefined &&
       opts.publicStream?.random === undefined;
     if (want.publicConsumer && config.jetstreamUrl !== null && threaded) {
       const consumer = new ThreadedPublicConsumer(
         config,
         { idleTimeoutMs: config.streamIdleTimeoutMs, ...opts.publicStream },
         log,
-        ctx.store.state,
+        store.state,
       );
       consumer.start();
       publicConsumer = consumer;
@@ -236,20 +236,20 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       }
     }
     if (want.handleSync) {
-      const sync: HandleSync = createHandleSync(ctx.store, config, log.child("handle-sync"));
+      const sync: HandleSync = createHandleSync(store, config, log.child("handle-sync"));
       sync.start(opts.handleSyncIntervalMs);
       stops.push(() => sync.close());
     }
   } catch (e) {
     await stopAll(stops, log);
-    db.close();
+    await store.close();
     throw e;
   }
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
       await stopAll(stops, log);
-      db.close();
+      await store.close();
     })();
     return closing;
   };
@@ -274,15 +274,4 @@ async function stopAll(stops: (() => Promise<void>)[], log: Logger): Promise<voi
     }
   }
   stops.length = 0;
-}
-
-/** Whether `path` names a database file directly (not `:memory:` or a `file:` URI). */
-function isFilePath(path: string): boolean {
-  return path !== ":memory:" && !path.startsWith("file:");
-}
-
-async function makeParentDir(path: string): Promise<void> {
-  if (!isFilePath(path)) return;
-  const slash = path.lastIndexOf("/");
-  if (slash > 0) await Deno.mkdir(path.slice(0, slash), { recursive: true });
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { COLLECTION_POST } from "../shared/nsid.ts";
-import { startFakeJetstream } from "./_test_helpers.ts";
+import { sqliteOf, startFakeJetstream } from "./_test_helpers.ts";
 import { makeTempDir, waitFor } from "../runtime/_test_helpers.ts";
 import { ConfigError, loadAppviewConfig } from "./config.ts";
 import { openIndexDb } from "./db/open.ts";
@@ -80,7 +80,7 @@ Deno.test("startAppview serves HTTP and runs both consumers and handle sync on o
     assert.equal(lines.filter((l) => l.msg === WARN_INGEST_SECRET_UNSET).length, 0);
     // Consumers beside the HTTP API: the shared connection checkpoints as a standalone one.
     assert.deepEqual(
-      { ...appview.ctx.db.prepare("PRAGMA wal_autocheckpoint").get() },
+      { ...sqliteOf(appview.ctx).prepare("PRAGMA wal_autocheckpoint").get() },
       { wal_autocheckpoint: WAL_AUTOCHECKPOINT_PAGES },
     );
   } finally {
@@ -142,7 +142,7 @@ Deno.test("startAppview without a Jetstream URL reports the public consumer disa
   const res = await fetch(`${appview.url}/healthz`);
   const body = await res.json();
   assert.equal(body.consumers.public.state, "disabled");
-  assert.equal(readConsumerStatus(appview.ctx.db, CONSUMER_PUBLIC)?.state, "disabled");
+  assert.equal(readConsumerStatus(sqliteOf(appview.ctx), CONSUMER_PUBLIC)?.state, "disabled");
 });
 
 Deno.test("startAppview with HTTP off serves nothing and returns a null url", async () => {
@@ -156,7 +156,7 @@ Deno.test("startAppview with HTTP off serves nothing and returns a null url", as
   assert.equal(appview.url, null);
   assert.equal(appview.localConsumer, null);
   assert.deepEqual(
-    { ...appview.ctx.db.prepare("PRAGMA wal_autocheckpoint").get() },
+    { ...sqliteOf(appview.ctx).prepare("PRAGMA wal_autocheckpoint").get() },
     { wal_autocheckpoint: WAL_AUTOCHECKPOINT_PAGES },
   );
 });
@@ -171,7 +171,7 @@ Deno.test("startAppview copies the WAL back from a worker thread while the write
     checkpointIntervalMs: 10,
   });
   // Far below wal_autocheckpoint: only the background checkpoint puts these rows in the file.
-  const { applied } = appview.ctx.writer.applyOps([
+  const { applied } = await appview.ctx.store.writer.applyOps([
     postOp(ALICE, "3kaaaaaaaaaa2", "checkpointed"),
   ]);
   assert.equal(applied, 1);

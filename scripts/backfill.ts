@@ -21,8 +21,9 @@
 import { parseArgs } from "node:util";
 import { loadAppviewConfig, readAppviewEnv } from "../appview/config.ts";
 import { createAppviewContext } from "../appview/context.ts";
-import { BackfillQueue } from "../appview/db/backfill_state.ts";
-import { openIndexDb } from "../appview/db/open.ts";
+import type { BackfillQueue } from "../appview/db/backfill_state.ts";
+import { openIndexStore } from "../appview/db/open.ts";
+import type { AsyncMethods } from "../appview/db/store.ts";
 import {
   Backfiller,
   type BackfillOutcome,
@@ -78,13 +79,12 @@ export async function runBackfillCli(
     return 0;
   }
   const config = loadAppviewConfig(env);
-  await makeParentDir(config.dbPath);
-  const db = openIndexDb(config.dbPath);
+  const log = createLogger("backfill", { level: config.logLevel });
+  const store = await openIndexStore(config, { log: log.child("writer") });
   try {
-    const log = createLogger("backfill", { level: config.logLevel });
-    const ctx = createAppviewContext({ config, db, log });
+    const ctx = createAppviewContext({ config, store, log });
     const source = createRepoSource(config);
-    const queue = new BackfillQueue(db);
+    const queue = store.state.backfillQueue;
     const started = performance.now();
     const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`;
     let target: number;
@@ -108,7 +108,7 @@ export async function runBackfillCli(
       target = found.queued;
     } else {
       const at = ctx.now().toISOString();
-      for (const did of parsed.dids) queue.requestNow(did, "requested", null, at);
+      for (const did of parsed.dids) await queue.requestNow(did, "requested", null, at);
       target = parsed.dids.length;
     }
     const tally: Tally = {
@@ -146,19 +146,23 @@ export async function runBackfillCli(
       `Backfill done in ${elapsed()}: ${tally.applied} repositories applied (${tally.records} records, ${rate} records/s), ${tally.unchanged} already current, ${tally.inactive} inactive, ${tally.removed} removed, ${tally.gone} not on the host, ${tally.failed} failed`,
     );
     for (const line of failures) io.out(`  failed ${line}`);
-    const left = queue.counts().queued;
+    const left = (await queue.counts()).queued;
     if (left > 0) io.out(`${left} repositories stay queued; the running index retries them`);
     return tally.failed > 0 ? 1 : 0;
   } finally {
-    db.close();
+    await store.close();
   }
 }
 
 /** Runs the worker until nothing due is left and nothing is in flight. */
-async function drain(worker: Backfiller, queue: BackfillQueue, now: () => Date): Promise<void> {
+async function drain(
+  worker: Backfiller,
+  queue: AsyncMethods<BackfillQueue>,
+  now: () => Date,
+): Promise<void> {
   for (;;) {
-    worker.wake();
-    if (worker.running === 0 && queue.due(now().toISOString(), 1).length === 0) return;
+    await worker.wake();
+    if (worker.running === 0 && (await queue.due(now().toISOString(), 1)).length === 0) return;
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -189,12 +193,6 @@ function count(tally: Tally, failures: string[], did: string, outcome: BackfillO
     case "stale":
       break; // tried again shortly: counted then
   }
-}
-
-async function makeParentDir(path: string): Promise<void> {
-  if (path === ":memory:" || path.startsWith("file:")) return;
-  const slash = path.lastIndexOf("/");
-  if (slash > 0) await Deno.mkdir(path.slice(0, slash), { recursive: true });
 }
 
 function messageOf(e: unknown): string {

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { decodeFrame } from "../shared/frame.ts";
 import type { SocialClient } from "../shared/client.ts";
 import { runAdminCli } from "../scripts/admin.ts";
-import { dumpTables } from "../appview/_test_helpers.ts";
+import { dumpTables, sqliteOf } from "../appview/_test_helpers.ts";
 import { startSystem, type TestSystem } from "./_system.ts";
 import { waitFor } from "./_util.ts";
 
@@ -80,10 +80,13 @@ async function assertDeleted(
   const did = w.b.did;
   // The index: waits for the #account frame, then no row names the DID.
   await waitFor(
-    () => !JSON.stringify(dumpTables(sys.appview.ctx.db, { exclude: BOOKKEEPING })).includes(did),
+    () =>
+      !JSON.stringify(dumpTables(sqliteOf(sys.appview.ctx), { exclude: BOOKKEEPING })).includes(
+        did,
+      ),
     { timeoutMs: 5000, intervalMs: 25, message: "the deletion reached the index" },
   );
-  const fts = dumpTables(sys.appview.ctx.db).posts_fts.map((r) => r.rowid);
+  const fts = dumpTables(sqliteOf(sys.appview.ctx)).posts_fts.map((r) => r.rowid);
   for (const id of bobPostIds) assert.ok(!fts.includes(id), `posts_fts row ${id} left`);
   const post = (await w.alice.getPost(w.alicePost.uri)).post!;
   assert.deepEqual([post.like_count, post.repost_count], [0, 0]);
@@ -149,7 +152,7 @@ async function readStream(sys: TestSystem) {
 }
 
 function postIds(sys: TestSystem, did: string): number[] {
-  return (sys.appview.ctx.db.prepare("SELECT id FROM posts WHERE did = ?").all(did) as {
+  return (sqliteOf(sys.appview.ctx).prepare("SELECT id FROM posts WHERE did = ?").all(did) as {
     id: number;
   }[]).map((r) => r.id);
 }
@@ -177,11 +180,11 @@ Deno.test("deleteAccount with the password and a requested token removes the acc
   await assertDeleted(sys, w, ids);
 
   // A replay of the deletion changes nothing.
-  const before = dumpTables(sys.appview.ctx.db);
-  sys.appview.ctx.writer.applyOps([
+  const before = dumpTables(sqliteOf(sys.appview.ctx));
+  await sys.appview.ctx.store.writer.applyOps([
     { kind: "account_status", did: w.b.did, active: false, status: "deleted" },
   ]);
-  assert.deepEqual(dumpTables(sys.appview.ctx.db), before);
+  assert.deepEqual(dumpTables(sqliteOf(sys.appview.ctx)), before);
 
   // The handle can be taken again.
   const again = await sys.client().createAccount({

@@ -4,7 +4,7 @@
 // an unsupported collection, never as a malformed record. Also through Jetstream.
 
 import assert from "node:assert/strict";
-import { dumpTables, FAST_BACKOFF, openTestContext } from "../appview/_test_helpers.ts";
+import { dumpTables, FAST_BACKOFF, openTestContext, sqliteOf } from "../appview/_test_helpers.ts";
 import { createJetstreamConsumer } from "../appview/ingest/sources/jetstream.ts";
 import { encodeBlock, formatCid } from "../shared/cid.ts";
 import { fromLexJson } from "../shared/lex_json.ts";
@@ -36,10 +36,10 @@ for (const push of [true, false]) {
     await waitFor(() => s.appview.localConsumer?.status().cursor === seq);
     assert.equal((await client.getPost(post.uri)).post?.uri, post.uri);
 
-    const dump = JSON.stringify(dumpTables(s.appview.ctx.db, { exclude: ["ingest_skips"] }));
+    const dump = JSON.stringify(dumpTables(sqliteOf(s.appview.ctx), { exclude: ["ingest_skips"] }));
     assert.equal(dump.includes(THING), false, "no index row names the record");
     assert.equal(dump.includes(thing.cid), false);
-    const skips = s.appview.ctx.db.prepare(
+    const skips = sqliteOf(s.appview.ctx).prepare(
       "SELECT reason, collection, count, last_uri FROM ingest_skips",
     ).all();
     // Counted apart from malformed input, once: the later of push and stream is passed over.

@@ -15,6 +15,7 @@ import {
   type DumpOptions,
   dumpTables,
   openTestContext,
+  sqliteOf,
 } from "../appview/_test_helpers.ts";
 import { BackfillQueue } from "../appview/db/backfill_state.ts";
 import { openIndexDb } from "../appview/db/open.ts";
@@ -155,7 +156,7 @@ Deno.test("an index deleted after the retention window and rebuilt by deno task 
   stream.start();
   await writeHistory(pds.url);
   const head = await readHeadSeq(pds.ctx.kv);
-  const w = watcher.ctx.db;
+  const w = sqliteOf(watcher.ctx);
   await waitFor(() => readCursor(w, CURSOR_LOCAL_SEQ) === head, { timeoutMs: 10_000 });
   await waitFor(() =>
     count(w, "SELECT count(*) AS n FROM profiles WHERE handle IS NOT NULL") === 3
@@ -319,7 +320,7 @@ Deno.test("after the account host is restored from an older copy of its KV file,
     localStream: FAST,
     backfill: { pollIntervalMs: 50, backoff: { initialMs: 20, maxMs: 200 } },
   });
-  const db = index.ctx.db;
+  const db = sqliteOf(index.ctx);
   const posts = () =>
     db.prepare("SELECT text FROM posts ORDER BY text").all().map((r) => r.text as string);
   try {

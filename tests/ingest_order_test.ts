@@ -18,6 +18,7 @@ import {
   revOf,
   startFakeRepoStream,
   type TestCommit,
+  type TestContext,
 } from "../appview/_test_helpers.ts";
 import { createJetstreamConsumer } from "../appview/ingest/sources/jetstream.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
@@ -39,7 +40,7 @@ function history(): TestCommit[] {
   ];
 }
 
-function counts(ctx: AppviewContext) {
+function counts(ctx: TestContext) {
   const q = (sql: string) => Object.values(ctx.db.prepare(sql).get()!)[0];
   return {
     likes: q("SELECT count(*) FROM likes"),

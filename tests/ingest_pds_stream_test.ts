@@ -11,6 +11,7 @@ import {
   dumpTables,
   FIXED_NOW,
   openTestContext,
+  sqliteOf,
 } from "../appview/_test_helpers.ts";
 import { CURSOR_LOCAL_SEQ, readCursor } from "../appview/db/state.ts";
 import { AccountHostDirectory } from "../appview/ingest/sources/account_directory.ts";
@@ -135,8 +136,8 @@ Deno.test("an index fed by push and stream ends with the same rows as one fed by
   await writeHistory(pds.url);
   const count = (db: typeof b.db, sql: string) => db.prepare(sql).get()?.n;
   const head = await waitFor(() => {
-    const ca = readCursor(a.ctx.db, CURSOR_LOCAL_SEQ);
-    const done = [a.ctx.db, b.db].every((db) =>
+    const ca = readCursor(sqliteOf(a.ctx), CURSOR_LOCAL_SEQ);
+    const done = [sqliteOf(a.ctx), b.db].every((db) =>
       count(db, "SELECT count(*) AS n FROM posts") === 11 &&
       count(db, "SELECT count(*) AS n FROM reposts") === 0
     );
@@ -144,7 +145,8 @@ Deno.test("an index fed by push and stream ends with the same rows as one fed by
   }, { timeoutMs: 10_000 });
   // Push is asynchronous: wait until it has delivered the handles too.
   await waitFor(() =>
-    a.ctx.db.prepare("SELECT count(*) AS n FROM profiles WHERE handle IS NOT NULL").get()?.n === 2
+    sqliteOf(a.ctx).prepare("SELECT count(*) AS n FROM profiles WHERE handle IS NOT NULL").get()
+      ?.n === 2
   );
   const opts = {
     exclude: ["consumer_status", "ingest_skips", "schema_migrations"],
@@ -153,9 +155,9 @@ Deno.test("an index fed by push and stream ends with the same rows as one fed by
     // row ids (and the search index's rowids, which are post ids) follow arrival order.
     omitColumns: ["handle", "updated_at", "id", "rowid"],
   };
-  assert.deepEqual(dumpTables(a.ctx.db, opts), dumpTables(b.db, opts));
-  assert.equal(readCursor(a.ctx.db, CURSOR_LOCAL_SEQ), head);
-  const handles = a.ctx.db.prepare("SELECT DISTINCT handle FROM posts ORDER BY handle").all()
+  assert.deepEqual(dumpTables(sqliteOf(a.ctx), opts), dumpTables(b.db, opts));
+  assert.equal(readCursor(sqliteOf(a.ctx), CURSOR_LOCAL_SEQ), head);
+  const handles = sqliteOf(a.ctx).prepare("SELECT DISTINCT handle FROM posts ORDER BY handle").all()
     .map((r) => r.handle);
   assert.deepEqual(handles, ["alice.test", "bob.test"]);
 });

@@ -8,7 +8,6 @@
 import assert from "node:assert/strict";
 import { COLLECTION_BLOCK, COLLECTION_POST, COLLECTION_REPOST } from "../shared/nsid.ts";
 import { ingestRoutes } from "../appview/api/ingest.ts";
-import type { AppviewContext } from "../appview/context.ts";
 import {
   captureLogRecords,
   dumpTables,
@@ -18,6 +17,7 @@ import {
   openTestContext,
   startFakeRepoStream,
   type TestCommit,
+  type TestContext,
 } from "../appview/_test_helpers.ts";
 import { CURSOR_LOCAL_SEQ, CURSOR_PUBLIC_TIME_US, readCursor } from "../appview/db/state.ts";
 import {
@@ -261,7 +261,7 @@ Deno.test("both stream cursors persist independently across a restart; the publi
     for (const c of commits) for (const e of c.jetstream(T0 + c.seq * 100)) js.send(e);
     await waitFor(() => local.status().cursor === 3 && pub.status().cursor === T0 + 300);
   }
-  using ctx: AppviewContext & Disposable = openTestContext({ dbPath });
+  using ctx: TestContext = openTestContext({ dbPath });
   assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), 3);
   assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), T0 + 300);
   await using stream = startFakeRepoStream();

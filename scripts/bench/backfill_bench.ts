@@ -14,8 +14,7 @@
 import { cpuUsage } from "node:process";
 import { loadAppviewConfig } from "../../appview/config.ts";
 import { createAppviewContext } from "../../appview/context.ts";
-import { BackfillQueue } from "../../appview/db/backfill_state.ts";
-import { openIndexDb } from "../../appview/db/open.ts";
+import { openIndexStore } from "../../appview/db/open.ts";
 import { Backfiller, createRepoSource } from "../../appview/ingest/backfill/backfiller.ts";
 import { compareWithHost } from "../../appview/ingest/backfill/host_reconcile.ts";
 import { startPds } from "../../pds/server.ts";
@@ -123,9 +122,9 @@ export async function benchBackfill(): Promise<BenchResult[]> {
       APPVIEW_DB_PATH: `${dir}/appview.sqlite`,
       PDS_PUBLIC_URL: pds.url,
     });
-    const db = openIndexDb(config.dbPath);
+    const store = await openIndexStore(config, { log: silentLogger });
     try {
-      const ctx = createAppviewContext({ config, db, log: silentLogger });
+      const ctx = createAppviewContext({ config, store, log: silentLogger });
       const source = createRepoSource(config);
       let records = 0;
       let failed = 0;
@@ -137,13 +136,15 @@ export async function benchBackfill(): Promise<BenchResult[]> {
           else if (outcome.kind === "applied") records += outcome.records;
         },
       });
-      const queue = new BackfillQueue(db);
+      const queue = store.state.backfillQueue;
       const cpuStart = cpuUsage();
       const start = performance.now();
       await compareWithHost(ctx, source, { all: true, reason: "requested" });
       for (;;) {
-        worker.wake();
-        if (worker.running === 0 && queue.due(new Date().toISOString(), 1).length === 0) break;
+        await worker.wake();
+        if (worker.running === 0 && (await queue.due(new Date().toISOString(), 1)).length === 0) {
+          break;
+        }
         await new Promise((r) => setTimeout(r, 5));
       }
       const seconds = (performance.now() - start) / 1000;
@@ -165,7 +166,7 @@ export async function benchBackfill(): Promise<BenchResult[]> {
         ),
       ];
     } finally {
-      db.close();
+      await store.close();
     }
   } finally {
     await pds.close();

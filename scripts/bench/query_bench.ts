@@ -48,6 +48,7 @@ import { loadAppviewConfig } from "../../appview/config.ts";
 import { createAppviewContext } from "../../appview/context.ts";
 import { schemaVersion } from "../../appview/db/migrations.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
+import { openSqliteIndexStore } from "../../appview/db/sqlite_store.ts";
 import { cidOf } from "../../appview/_fixtures.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { createViews } from "../../appview/views/views.ts";
@@ -443,7 +444,8 @@ export async function benchQueries(): Promise<BenchResult[]> {
   try {
     seedSafety(db, rng(7));
     const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
-    const ctx = createAppviewContext({ config, db, log: silentLogger });
+    const store = openSqliteIndexStore(db, { log: silentLogger });
+    const ctx = createAppviewContext({ config, store, log: silentLogger });
     const app = createAppviewApp(ctx, { verifier: null });
     // Handler time per batch (the client names its batch in a header).
     const handlerMs = new Map<string, number[]>();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { startFakeJetstream } from "../../_test_helpers.ts";
+import { sqliteOf, startFakeJetstream } from "../../_test_helpers.ts";
 import { makeTempDir, waitFor } from "../../../runtime/_test_helpers.ts";
 import { loadAppviewConfig } from "../../config.ts";
 import type { JetstreamOptions } from "./jetstream.ts";
@@ -45,9 +45,9 @@ Deno.test("beside the HTTP API the public consumer runs in a worker thread, logs
     await waitFor(() => appview.publicConsumer?.status().cursor === cursor);
     assert.equal(appview.publicConsumer.status().state, "live");
     // Written by the worker's connection, read by the main thread's.
-    const row = appview.ctx.db.prepare("SELECT text FROM posts WHERE did = ?").get(BOB);
+    const row = sqliteOf(appview.ctx).prepare("SELECT text FROM posts WHERE did = ?").get(BOB);
     assert.deepEqual({ ...row }, { text: "from the thread" });
-    assert.equal(readConsumerStatus(appview.ctx.db, CONSUMER_PUBLIC)?.state, "live");
+    assert.equal(readConsumerStatus(sqliteOf(appview.ctx), CONSUMER_PUBLIC)?.state, "live");
     // The worker's lines carry the same component names as on the main thread.
     const connected = lines.filter((l) =>
       l.component === "test.consumer.public" && l.msg === "Stream connected"
@@ -76,7 +76,7 @@ Deno.test("a public consumer thread that fails is logged and its status row says
     );
     assert.equal(failed.length, 1);
     assert.equal(failed[0].error, "maxBatchOps must be a positive integer, got 0");
-    const row = readConsumerStatus(appview.ctx.db, CONSUMER_PUBLIC);
+    const row = readConsumerStatus(sqliteOf(appview.ctx), CONSUMER_PUBLIC);
     assert.equal(row?.lastError, "thread failed: maxBatchOps must be a positive integer, got 0");
   } finally {
     await appview.close();

@@ -15,7 +15,8 @@
 
 import type { LogFields, Logger, LogLevel } from "../../../shared/log.ts";
 import { createAppviewContext } from "../../context.ts";
-import { openIndexDb } from "../../db/open.ts";
+import { openIndexStore } from "../../db/open.ts";
+import type { IndexStore } from "../../db/store.ts";
 import { createJetstreamConsumer } from "./jetstream.ts";
 import type {
   PublicThreadMessage,
@@ -64,7 +65,7 @@ function forwardingLogger(path: string[]): Logger {
 }
 
 let consumer: StreamConsumer | null = null;
-let closeDb: (() => void) | null = null;
+let store: IndexStore | null = null;
 /** The start in progress or done (a close waits for it). */
 let started: Promise<void> = Promise.resolve();
 let statusTimer: ReturnType<typeof setInterval> | undefined;
@@ -81,9 +82,11 @@ function postStatus(): void {
 
 async function start(msg: PublicThreadStart): Promise<void> {
   const log = forwardingLogger([]);
-  const db = openIndexDb(msg.config.dbPath);
-  closeDb = () => db.close();
-  const ctx = createAppviewContext({ config: msg.config, db, log, batchSize: THREAD_BATCH_OPS });
+  store = await openIndexStore(msg.config, {
+    log: log.child("writer"),
+    batchSize: THREAD_BATCH_OPS,
+  });
+  const ctx = createAppviewContext({ config: msg.config, store, log });
   consumer = createJetstreamConsumer(ctx, { maxBatchOps: THREAD_BATCH_OPS, ...msg.options });
   if (consumer === null) throw new Error("APPVIEW_JETSTREAM_URL is unset");
   const starting = consumer.start();
@@ -97,8 +100,8 @@ async function close(): Promise<void> {
   clearInterval(statusTimer);
   await consumer?.close();
   postStatus();
-  closeDb?.();
-  closeDb = null;
+  await store?.close();
+  store = null;
   post({ kind: "closed" });
 }
 
