@@ -6,7 +6,7 @@
 import { silentLogger } from "../../shared/log.ts";
 import type { IndexOp } from "../../shared/ops.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
-import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
+import { openSqliteIndexStore } from "../../appview/db/sqlite_store.ts";
 import { ingestOp } from "./query_bench.ts";
 
 const TICK_MS = 10;
@@ -17,11 +17,11 @@ const scope = self as unknown as {
   onmessage: ((e: MessageEvent) => void) | null;
 };
 
-let stop: (() => void) | null = null;
+let stop: (() => Promise<void>) | null = null;
 
 function start(path: string, opsPerSecond: number): void {
   const db = openIndexDb(path);
-  const writer = new IndexWriter(db, { log: silentLogger });
+  const writer = openSqliteIndexStore(db, { log: silentLogger }).writer;
   let seed = 7;
   const random = () => {
     seed = (seed + 0x6d2b79f5) | 0;
@@ -31,16 +31,19 @@ function start(path: string, opsPerSecond: number): void {
   };
   const started = performance.now();
   let done = 0;
+  /** The write in flight: one at a time, as a consumer applies its batches. */
+  let writing: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
     const owed = Math.floor(((performance.now() - started) / 1000) * opsPerSecond) - done;
     if (owed <= 0) return;
     const ops: IndexOp[] = [];
     for (let k = 0; k < owed; k++) ops.push(ingestOp(done + k, random));
-    writer.applyOps(ops);
     done += owed;
+    writing = writing.then(() => writer.applyOps(ops));
   }, TICK_MS);
-  stop = () => {
+  stop = async () => {
     clearInterval(timer);
+    await writing;
     const seconds = (performance.now() - started) / 1000;
     db.close();
     scope.postMessage({ ops: done, seconds });
@@ -49,7 +52,7 @@ function start(path: string, opsPerSecond: number): void {
 
 scope.onmessage = (e) => {
   try {
-    if (e.data.stop) stop?.();
+    if (e.data.stop) stop?.().catch((err) => scope.postMessage({ error: String(err) }));
     else start(e.data.path, e.data.opsPerSecond);
   } catch (err) {
     scope.postMessage({ error: String(err) });

@@ -1,6 +1,6 @@
 /**
- * Index ingest benchmark (docs/behaviour.md 12): ops/s through `IndexWriter.applyOps` on a
- * temporary SQLite file, for a realistic mix of posts (with full-text indexing and replies),
+ * Index ingest benchmark (docs/behaviour.md 12): ops/s through the store's `writer.applyOps`
+ * (`db/store.ts`, the boundary every ingest source calls) on a temporary SQLite file, for a realistic mix of posts (with full-text indexing and replies),
  * likes, reposts, follows, deletes, profile records and handle ops, most of them creating
  * notifications. Ops are generated before the clock starts; validation, SQL and commits are
  * timed. Local-stream CBOR decoding is measured by the consumer's own benchmark.
@@ -11,7 +11,7 @@
 import { WalCheckpointer } from "../../runtime/wal_checkpointer.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
+import { openSqliteIndexStore } from "../../appview/db/sqlite_store.ts";
 import { MAX_BATCH_OPS } from "../../appview/ingest/sources/stream_queue.ts";
 import {
   cidOf,
@@ -107,13 +107,14 @@ export async function benchIngest(): Promise<BenchResult[]> {
   const checkpointer = new WalCheckpointer(`${dir}/index.sqlite`, { log: silentLogger });
   try {
     if (!checkpointer.start()) throw new Error("The checkpoint worker did not start");
-    const writer = new IndexWriter(db); // default batch size, as the server's writer
+    // Default batch size, as the server's writer.
+    const writer = openSqliteIndexStore(db, { log: silentLogger }).writer;
     const cpuStart = process.cpuUsage();
     const start = performance.now();
     let halfway = start;
     let halfwayOps = 0;
     for (let i = 0; i < ops.length; i += CHUNK) {
-      writer.applyOps(ops.slice(i, i + CHUNK));
+      await writer.applyOps(ops.slice(i, i + CHUNK));
       const done = Math.min(ops.length, i + CHUNK);
       if (halfwayOps === 0 && done >= ops.length / 2 && done < ops.length) {
         halfway = performance.now();

@@ -4,7 +4,8 @@
  * rows, through the consumer's own path: frames parsed in its worker thread (`OffThreadParser`
  * running `parseLocalFrame`: `decodeFrame`, CAR read with CID verification, `opsFromCommitEvent`),
  * accepted on the main thread (`acceptLocalFrame`), folded as the consumer folds queued frames
- * (up to `MAX_BATCH_MESSAGES`) into `IndexWriter.applyOps` with the `seq` cursor in the same
+ * (up to `MAX_BATCH_MESSAGES`) into the store's `writer.applyOps` (`db/store.ts`), one batch at
+ * a time, with the `seq` cursor in the same
  * transaction and each commit gated by its repository's rev. One op per frame here. Decoding on
  * the main thread alone is reported too (informational).
  *
@@ -20,7 +21,7 @@ import { WalCheckpointer } from "../../runtime/wal_checkpointer.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { CURSOR_LOCAL_SEQ } from "../../appview/db/state.ts";
 import { makeCommit } from "../../appview/_test_helpers.ts";
-import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
+import { openSqliteIndexStore } from "../../appview/db/sqlite_store.ts";
 import { LocalStreamProtocol } from "../../appview/ingest/sources/local_stream.ts";
 import { OffThreadParser } from "../../appview/ingest/sources/parse_worker.ts";
 import type { StreamControl } from "../../appview/ingest/sources/stream_protocol.ts";
@@ -75,7 +76,8 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
   const checkpointer = new WalCheckpointer(`${dir}/index.sqlite`, { log: silentLogger });
   try {
     if (!checkpointer.start()) throw new Error("The checkpoint worker did not start");
-    const writer = new IndexWriter(db); // default batch size, as the server's writer
+    // Default batch size, as the server's writer.
+    const writer = openSqliteIndexStore(db, { log: silentLogger }).writer;
     let cursor: number | null = null;
     let applied = 0;
     let received = 0;
@@ -88,10 +90,18 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
     let drainTimer: ReturnType<typeof setTimeout> | null = null;
     let finished!: () => void;
     const done = new Promise<void>((r) => (finished = r));
-    const drain = () => {
+    // One batch in flight at a time: the timer stays set while a drain runs, and the drain takes
+    // what arrived meanwhile before it ends.
+    const drain = async () => {
+      while (queue.length > 0) {
+        const batch = queue;
+        queue = [];
+        await applyAll(batch);
+      }
       drainTimer = null;
-      const batch = queue;
-      queue = [];
+      if (received === frames.length) finished();
+    };
+    const applyAll = async (batch: unknown[]) => {
       for (let i = 0; i < batch.length;) {
         const folded = foldMessages(
           batch,
@@ -103,23 +113,22 @@ export async function benchStreamIngest(): Promise<BenchResult[]> {
         cursor = folded.cursor;
         received += folded.next - i;
         i = folded.next;
-        applied += writer.applyOps(ops, {
+        applied += (await writer.applyOps(ops, {
           cursor: { name: CURSOR_LOCAL_SEQ, value: cursor! },
           commits,
-        }).applied;
+        })).applied;
         if (halfway === 0 && received >= frames.length / 2) {
           halfway = performance.now();
           halfwayFrames = received;
         }
       }
-      if (received === frames.length) finished();
     };
     const parser = new OffThreadParser({
       parser: protocol.parser,
       log: silentLogger,
       deliver: (parsed) => {
         for (const p of parsed) queue.push(p);
-        drainTimer ??= setTimeout(drain, 0);
+        drainTimer ??= setTimeout(() => void drain(), 0);
       },
       onFailure: (reason) => {
         failures.push(reason);
