@@ -15,6 +15,7 @@ import { type BenchResult, printTable } from "./_types.ts";
 /** Every benchmark: its short name, module (beside this file) and exported function. */
 const BENCHES: readonly { name: string; module: string; fn: string }[] = [
   { name: "ingest", module: "./ingest_bench.ts", fn: "benchIngest" },
+  { name: "pg-ingest", module: "./pg_ingest_bench.ts", fn: "benchPgIngest" },
   { name: "stream-ingest", module: "./stream_ingest_bench.ts", fn: "benchStreamIngest" },
   { name: "commits", module: "./commit_bench.ts", fn: "benchCommits" },
   { name: "fanout", module: "./fanout_bench.ts", fn: "benchFanout" },

@@ -64,10 +64,15 @@ const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
   applied_at text COLLATE "C" NOT NULL
 )`;
 
-/** The last migration applied (0 for an empty database). */
+/**
+ * The last migration applied (0 for an empty database). The table is looked up in `pg_class` (a
+ * snapshot read), not with `to_regclass`, which may answer from a cache that does not know yet of
+ * a table another process created since this transaction began.
+ */
 export async function pgSchemaVersion(sql: PgTx): Promise<number> {
   const [{ exists }] = await sql.unsafe(
-    "SELECT to_regclass('schema_migrations') IS NOT NULL AS exists",
+    `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE c.relname = 'schema_migrations' AND n.nspname = current_schema()) AS exists`,
   );
   if (!exists) return 0;
   const [{ version }] = await sql.unsafe(
@@ -106,10 +111,10 @@ export async function runPgMigrations(
         PG_LOCK_MIGRATIONS,
       ]);
       // Re-checked under the lock: another process may have migrated meanwhile.
+      await tx.unsafe(CREATE_MIGRATIONS_TABLE);
       const current = await pgSchemaVersion(tx);
       refuseNewer(current);
       if (current >= step.version) return current;
-      await tx.unsafe(CREATE_MIGRATIONS_TABLE);
       await step.apply(tx);
       await tx.unsafe(
         "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",

@@ -162,6 +162,237 @@ const likes = interactionSql("likes", "like_count", "like");
 const reposts = interactionSql("reposts", "repost_count", "repost");
 const AUTHOR_ID = "(SELECT id FROM actors WHERE did = _did)";
 
+/**
+ * What a run of `index_apply_ops` holds (the `mask` of a run): 0 for ops applied one by one, else
+ * the bits of the set-based statements to run (appview/ingest/pg/fast_path.ts plans runs).
+ */
+export const RUN_PARTS = Object.freeze({
+  notify: 1,
+  posts: 2,
+  postDeletes: 4,
+  likes: 8,
+  likeDeletes: 16,
+  reposts: 32,
+  repostDeletes: 64,
+  followRemovals: 128,
+  follows: 256,
+});
+
+/**
+ * The session's table of the ops of the call (`index_apply_ops` fills it; emptied at COMMIT).
+ * A run's statements read their ops by position from it: slicing the call's arrays instead
+ * copied the whole of every array for each statement (PostgreSQL flattens an array to slice it).
+ */
+const INPUT_TABLE = "index_op_input";
+
+/** The run's ops (positions `_lo` to `_hi`) of the input table, as `u`. */
+function runOps(): string {
+  return `${INPUT_TABLE} u`;
+}
+
+/** The condition selecting the run's ops of kind `kinds`. */
+function inRun(...kinds: number[]): string {
+  return `u.n BETWEEN _lo AND _hi AND u.k ${
+    kinds.length === 1 ? `= ${kinds[0]}` : `IN (${kinds.join(", ")})`
+  }`;
+}
+
+/** SQL of the set-based statements of a fast run, by part (appview/ingest/pg/fast_path.ts). */
+function runStatements(): Record<keyof typeof RUN_PARTS, string> {
+  const interaction = (table: "likes" | "reposts", counter: string, put: number, del: number) => ({
+    put: `WITH inserted AS (
+        INSERT INTO ${table} (actor, rkey, subject_author, subject_rkey, subject_cid, created_at,
+          indexed_at)
+        SELECT u.a, u.rkey, u.s, u.srkey, u.scid, u.created, u.now
+        FROM ${runOps()} WHERE ${inRun(put)}
+        ON CONFLICT DO NOTHING
+        RETURNING subject_author, subject_rkey)
+      UPDATE posts SET ${counter} = posts.${counter} + c.n
+      FROM (SELECT subject_author, subject_rkey, count(*) AS n FROM inserted GROUP BY 1, 2) c
+      WHERE posts.author = c.subject_author AND posts.rkey = c.subject_rkey;`,
+    remove: `WITH deleted AS (
+        DELETE FROM ${table} t USING ${runOps()}
+        WHERE ${inRun(del)} AND u.a IS NOT NULL AND t.actor = u.a AND t.rkey = u.rkey
+        RETURNING t.subject_author, t.subject_rkey)
+      UPDATE posts SET ${counter} = greatest(0, posts.${counter} - c.n)
+      FROM (SELECT subject_author, subject_rkey, count(*) AS n FROM deleted GROUP BY 1, 2) c
+      WHERE posts.author = c.subject_author AND posts.rkey = c.subject_rkey
+        AND posts.${counter} > 0;`,
+  });
+  const likes = interaction("likes", "like_count", OP_KIND.likePut, OP_KIND.likeDelete);
+  const reposts = interaction("reposts", "repost_count", OP_KIND.repostPut, OP_KIND.repostDelete);
+  const { postPut, likePut, repostPut, followPut, followDelete, postDelete } = OP_KIND;
+  return {
+    // Decided on the state before the run, in op order (fast_path.ts).
+    notify: `INSERT INTO notifications (recipient, kind, author, author_did, subject_uri,
+        subject_author, subject_rkey, record_uri, created_at, indexed_at)
+      SELECT u.s,
+        CASE u.k WHEN ${postPut} THEN 'reply' WHEN ${likePut} THEN 'like'
+          WHEN ${repostPut} THEN 'repost' ELSE 'follow' END,
+        u.a, u.did,
+        CASE u.k WHEN ${postPut} THEN u.uri WHEN ${followPut} THEN NULL ELSE u.suri END,
+        CASE u.k WHEN ${postPut} THEN u.a WHEN ${followPut} THEN NULL ELSE u.s END,
+        CASE u.k WHEN ${postPut} THEN u.rkey WHEN ${followPut} THEN NULL ELSE u.srkey END,
+        u.uri, u.created, u.now
+      FROM ${runOps()}
+      WHERE ${inRun(postPut, likePut, repostPut, followPut)} AND u.s IS NOT NULL
+        AND u.s <> u.a
+        AND (u.known = 1 OR (SELECT 1 FROM profiles WHERE did = u.sdid) IS NOT NULL
+          OR (SELECT 1 FROM posts WHERE author = u.s LIMIT 1) IS NOT NULL)
+        AND CASE u.k
+          WHEN ${postPut} THEN (SELECT 1 FROM posts p
+            WHERE p.author = u.a AND p.rkey = u.rkey AND p.cid = u.cid) IS NULL
+          WHEN ${likePut} THEN (SELECT 1 FROM likes l
+            WHERE l.actor = u.a AND l.rkey = u.rkey) IS NULL
+          WHEN ${repostPut} THEN (SELECT 1 FROM reposts r
+            WHERE r.actor = u.a AND r.rkey = u.rkey) IS NULL
+          ELSE (SELECT 1 FROM follows f WHERE f.follower = u.a AND f.subject = u.s) IS NULL
+        END
+      ORDER BY u.n
+      ON CONFLICT DO NOTHING;`,
+    // New posts in op order (their authors' post_count raised), known ones with another CID
+    // updated; both read the state before the statement, so a new post is not also updated.
+    posts: `WITH u AS (
+        SELECT * FROM ${runOps()} WHERE ${inRun(postPut)}),
+      inserted AS (
+        INSERT INTO posts (author, rkey, uri, did, handle, collection, text, cid, parent_uri,
+          root_uri, embed, langs, created_at, like_count, repost_count, avatar_cid, indexed_at)
+        SELECT u.a, u.rkey, u.uri, u.did,
+          coalesce((SELECT handle FROM profiles WHERE did = u.did), ${placeholderSql("u.did")}),
+          '${COLLECTION_POST}', u.text, u.cid, u.parent, u.root, u.embed, u.langs, u.created,
+          (SELECT count(*) FROM likes WHERE subject_author = u.a AND subject_rkey = u.rkey),
+          (SELECT count(*) FROM reposts WHERE subject_author = u.a AND subject_rkey = u.rkey),
+          (SELECT avatar_cid FROM profiles WHERE did = u.did), u.now
+        FROM u ORDER BY u.n
+        ON CONFLICT (author, rkey) DO NOTHING
+        RETURNING did),
+      updated AS (
+        UPDATE posts SET cid = u.cid, text = u.text, parent_uri = u.parent, root_uri = u.root,
+          embed = u.embed, langs = u.langs, created_at = u.created,
+          avatar_cid = coalesce((SELECT pr.avatar_cid FROM profiles pr WHERE pr.did = posts.did),
+            posts.avatar_cid)
+        FROM u WHERE posts.author = u.a AND posts.rkey = u.rkey AND posts.cid <> u.cid
+        RETURNING 1)
+      INSERT INTO profiles (did, post_count)
+      SELECT did, count(*) FROM inserted GROUP BY did
+      ON CONFLICT (did) DO UPDATE SET post_count = profiles.post_count + excluded.post_count;`,
+    postDeletes: `WITH deleted AS (
+        DELETE FROM posts p USING ${runOps()}
+        WHERE ${inRun(postDelete)} AND u.a IS NOT NULL AND p.author = u.a AND p.rkey = u.rkey
+        RETURNING p.did)
+      UPDATE profiles SET post_count = greatest(0, post_count - d.n)
+      FROM (SELECT did, count(*) AS n FROM deleted GROUP BY did) d
+      WHERE profiles.did = d.did AND profiles.post_count > 0;`,
+    likes: likes.put,
+    likeDeletes: likes.remove,
+    reposts: reposts.put,
+    repostDeletes: reposts.remove,
+    // The rows the run's follow ops remove (a delete's row; the row a create's rkey names under
+    // another subject), their counts lowered; then new rows, counts raised; then the newest rkey.
+    followRemovals: `WITH removed AS (
+        DELETE FROM follows f USING ${runOps()}
+        WHERE ${inRun(followPut, followDelete)} AND u.a IS NOT NULL AND f.follower = u.a
+          AND f.rkey = u.rkey AND (u.k = ${followDelete} OR f.subject <> u.s)
+        RETURNING f.follower, f.subject),
+      counts AS (
+        SELECT id, sum(following) AS following, sum(followers) AS followers FROM (
+          SELECT follower AS id, 1 AS following, 0 AS followers FROM removed
+          UNION ALL SELECT subject, 0, 1 FROM removed) c GROUP BY id)
+      UPDATE profiles SET following_count = greatest(0, following_count - c.following),
+        follower_count = greatest(0, follower_count - c.followers)
+      FROM counts c JOIN actors ac ON ac.id = c.id
+      WHERE profiles.did = ac.did;`,
+    follows: `WITH inserted AS (
+        INSERT INTO follows (follower, subject, rkey, created_at, indexed_at)
+        SELECT u.a, u.s, u.rkey, u.created, u.now
+        FROM ${runOps()} WHERE ${inRun(followPut)}
+        ON CONFLICT DO NOTHING
+        RETURNING follower, subject),
+      counts AS (
+        SELECT id, sum(following) AS following, sum(followers) AS followers FROM (
+          SELECT follower AS id, 1 AS following, 0 AS followers FROM inserted
+          UNION ALL SELECT subject, 0, 1 FROM inserted) c GROUP BY id)
+      INSERT INTO profiles (did, following_count, follower_count)
+      SELECT ac.did, c.following, c.followers FROM counts c JOIN actors ac ON ac.id = c.id
+      ON CONFLICT (did) DO UPDATE SET
+        following_count = profiles.following_count + excluded.following_count,
+        follower_count = profiles.follower_count + excluded.follower_count;
+      UPDATE follows f SET rkey = u.rkey
+      FROM ${runOps()}
+      WHERE ${inRun(followPut)} AND f.follower = u.a AND f.subject = u.s
+        AND f.rkey IS DISTINCT FROM u.rkey;`,
+  };
+}
+
+/** Arguments of a call of `index_apply_op` for the input row `_op`. */
+const OP_ARGS = OP_COLUMNS.map(([name]) => `_op.${name}`).join(", ");
+
+/**
+ * `index_apply_ops`: the ops (columns of {@link OP_COLUMNS}, with `_n`: each op's position, unique
+ * in the transaction, and `_known`: 1 when a fast run's op's notification recipient was made
+ * known earlier in the run) in runs (`_runs`: triples of first and last position and
+ * {@link RUN_PARTS} mask), applied in order. Returns a row per op refused (a handle held by
+ * another DID) or, with `_isolate`, failed: its position and why.
+ */
+const APPLY_OPS_FUNCTION = `CREATE FUNCTION index_apply_ops(_n integer[], ${
+  OP_COLUMNS.map(([name, type]) => `_${name} ${type}[]`).join(", ")
+}, _known smallint[], _runs integer[], _isolate boolean)
+RETURNS TABLE (o_pos integer, o_holder text, o_error text) LANGUAGE plpgsql AS $fn$
+DECLARE
+  _r integer;
+  _lo integer;
+  _hi integer;
+  _mask integer;
+  _op record;
+  _held text;
+BEGIN
+  IF to_regclass('pg_temp.${INPUT_TABLE}') IS NULL THEN
+    CREATE TEMP TABLE ${INPUT_TABLE} (n integer PRIMARY KEY, ${
+  OP_COLUMNS.map(([name, type]) => `${name} ${type}`).join(", ")
+}, known smallint) ON COMMIT DELETE ROWS;
+  END IF;
+  INSERT INTO ${INPUT_TABLE} SELECT * FROM unnest(_n, ${
+  OP_COLUMNS.map(([name]) => `_${name}`).join(", ")
+}, _known);
+  FOR _r IN 0 .. coalesce(array_length(_runs, 1), 0) / 3 - 1 LOOP
+    _lo := _runs[3 * _r + 1];
+    _hi := _runs[3 * _r + 2];
+    _mask := _runs[3 * _r + 3];
+    IF _mask = 0 THEN
+      FOR _op IN SELECT * FROM ${INPUT_TABLE} WHERE n BETWEEN _lo AND _hi ORDER BY n LOOP
+        IF _isolate THEN
+          BEGIN
+            _held := index_apply_op(${OP_ARGS});
+          EXCEPTION WHEN OTHERS THEN
+            o_pos := _op.n;
+            o_holder := NULL;
+            o_error := SQLERRM;
+            RETURN NEXT;
+            CONTINUE;
+          END;
+        ELSE
+          _held := index_apply_op(${OP_ARGS});
+        END IF;
+        IF _held IS NOT NULL THEN
+          o_pos := _op.n;
+          o_holder := _held;
+          o_error := NULL;
+          RETURN NEXT;
+        END IF;
+      END LOOP;
+      CONTINUE;
+    END IF;
+${
+  Object.entries(runStatements()).map(([part, statement]) =>
+    `    IF _mask & ${RUN_PARTS[part as keyof typeof RUN_PARTS]} <> 0 THEN
+      ${statement}
+    END IF;`
+  ).join("\n")
+}
+  END LOOP;
+END
+$fn$;`;
+
 /** `index_apply_op` and `index_apply_ops` (module comment). */
 export const PG_WRITE_FUNCTIONS_V10 = `
 CREATE FUNCTION index_apply_op(${OP_COLUMNS.map(([name, type]) => `_${name} ${type}`).join(", ")})
@@ -385,37 +616,5 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION index_apply_ops(${
-  OP_COLUMNS.map(([name, type]) => `_${name} ${type}[]`).join(", ")
-}, _isolate boolean)
-RETURNS TABLE (ord integer, holder text, error text) LANGUAGE plpgsql AS $fn$
-DECLARE
-  r record;
-  _held text;
-BEGIN
-  FOR r IN SELECT * FROM unnest(${OP_COLUMNS.map(([name]) => `_${name}`).join(", ")})
-    WITH ORDINALITY AS u(${OP_COLUMNS.map(([name]) => name).join(", ")}, n)
-  LOOP
-    IF _isolate THEN
-      BEGIN
-        _held := index_apply_op(${OP_COLUMNS.map(([name]) => `r.${name}`).join(", ")});
-      EXCEPTION WHEN OTHERS THEN
-        ord := r.n;
-        holder := NULL;
-        error := SQLERRM;
-        RETURN NEXT;
-        CONTINUE;
-      END;
-    ELSE
-      _held := index_apply_op(${OP_COLUMNS.map(([name]) => `r.${name}`).join(", ")});
-    END IF;
-    IF _held IS NOT NULL THEN
-      ord := r.n;
-      holder := _held;
-      error := NULL;
-      RETURN NEXT;
-    END IF;
-  END LOOP;
-END
-$fn$;
+${APPLY_OPS_FUNCTION}
 `;

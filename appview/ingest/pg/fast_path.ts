@@ -1,18 +1,133 @@
-import type postgres from "postgres";
+/**
+ * The PostgreSQL write path's set-based fast path: runs of independent post, like, repost and
+ * follow ops (creates and deletes) applied by a few statements per run instead of a dozen per op.
+ * Op by op, PostgreSQL spends most of its time starting statements and rewriting one post row per
+ * like; per run, one statement inserts every like and one updates each liked post once.
+ *
+ * A run gives the rows and results that applying its ops one by one (`index_apply_op`, the SQLite
+ * indexers' statements) gives, because:
+ * - Its ops are independent: no two touch the same record (post, like, repost) or a follower's
+ *   follows (any two follow ops of one follower end a run), and no two can create the same
+ *   notification. So each op's outcome (inserted, updated, unchanged, deleted) depends only on the
+ *   state before the run, and the statements of one kind can apply them in any order.
+ * - Notifications go first, in op order (so their ids grow as op by op), each decided on the
+ *   state before the run: the row the op writes was not there (or held another CID: a post
+ *   update), and the recipient was known (spec 3.1) before the op: known before the run, or
+ *   made known by an earlier op of the run. A post makes its author known and a follow both
+ *   accounts, whatever their outcome (a post or follow already there had made them known when it
+ *   was applied), so the writer computes the second part.
+ * - Counters commute: a post counts the likes there when it is inserted and each like inserted
+ *   after it adds one, so the final count is the same whichever of the two comes first; grouped
+ *   decrements clamped at zero equal single ones clamped at zero while counters are exact (they
+ *   are: every row change moves them). A counter that an op raises creates its profile row, as
+ *   op by op.
+ * - Posts are inserted in op order, so their ids grow as op by op.
+ * What cannot be planned from the ops alone runs op by op between runs: profile records (they
+ * change what later posts copy), handles (a take-over changes other accounts' rows), blocks,
+ * account ops and status (a purge changes everything about an account), like and repost updates.
+ *
+ * Lookups are scalar subqueries (one index probe per input row), never `EXISTS`, which the planner
+ * may turn into a hash of the whole table.
+ *
+ * The parity test (`pg_writer_test.ts`) runs every scenario on both paths against SQLite.
+ *
+ * @module
+ */
+
+import { OP_KIND, RUN_PARTS } from "../../db/pg/write_functions.ts";
 import type { PendingOp } from "./pg_writer.ts";
 
+/** Ops applied together: a run by set-based statements, or ops one by one. */
 export interface Run {
-  readonly fast: boolean;
+  /** The {@link RUN_PARTS} the run needs; 0 for ops applied one by one. */
+  mask: number;
   readonly ops: PendingOp[];
+  /** Per op of a fast run: its notification's recipient was made known earlier in the run. */
+  readonly madeKnown: boolean[];
 }
 
-export function planRuns(pending: readonly PendingOp[], _ids: ReadonlyMap<string, number>): Run[] {
-  return [{ fast: false, ops: [...pending] }];
+/** Longest run (a call of `index_apply_ops` holds whole runs). */
+export const MAX_RUN_OPS = 2_000;
+
+/**
+ * The keys an op of a fast run claims (two ops of a run never share one) and the parts it needs;
+ * null: applied one by one.
+ */
+function keysOf(p: PendingOp): { keys: string[]; parts: number } | null {
+  const { k, did, rkey, sdid, srkey } = p.flat;
+  switch (k) {
+    case OP_KIND.postPut:
+      return {
+        keys: [`p ${did} ${rkey}`],
+        parts: RUN_PARTS.posts | (sdid === null ? 0 : RUN_PARTS.notify),
+      };
+    case OP_KIND.postDelete:
+      return { keys: [`p ${did} ${rkey}`], parts: RUN_PARTS.postDeletes };
+    case OP_KIND.likePut:
+    case OP_KIND.repostPut: {
+      if (p.flat.flag === 1) return null; // an update drops the old row first: op by op
+      const t = k === OP_KIND.likePut ? "l" : "r";
+      return {
+        // The record, and the notification's key (recipient, kind, author, subject): ON CONFLICT
+        // in op order would keep the first as op by op does; the key keeps that off the table.
+        keys: [`${t} ${did} ${rkey}`, `n${t} ${sdid} ${did} ${srkey}`],
+        parts: RUN_PARTS.notify | (k === OP_KIND.likePut ? RUN_PARTS.likes : RUN_PARTS.reposts),
+      };
+    }
+    case OP_KIND.likeDelete:
+      return { keys: [`l ${did} ${rkey}`], parts: RUN_PARTS.likeDeletes };
+    case OP_KIND.repostDelete:
+      return { keys: [`r ${did} ${rkey}`], parts: RUN_PARTS.repostDeletes };
+    case OP_KIND.followPut:
+      return {
+        keys: [`f ${did}`],
+        parts: RUN_PARTS.notify | RUN_PARTS.followRemovals | RUN_PARTS.follows,
+      };
+    case OP_KIND.followDelete:
+      return { keys: [`f ${did}`], parts: RUN_PARTS.followRemovals };
+    default:
+      return null;
+  }
 }
 
-export function applyFast(
-  _sql: postgres.TransactionSql,
-  _ops: readonly PendingOp[],
-): Promise<postgres.RowList<postgres.Row[]>>[] {
-  return [];
+/** Splits `pending` into fast runs and op-by-op stretches, in order (module comment). */
+export function planRuns(pending: readonly PendingOp[]): Run[] {
+  const runs: Run[] = [];
+  let run: Run | null = null;
+  let general: Run | null = null;
+  let keys = new Set<string>();
+  let known = new Set<string>();
+  for (const p of pending) {
+    const claim = keysOf(p);
+    if (claim === null) {
+      if (general === null || general.ops.length >= MAX_RUN_OPS) {
+        general = { mask: 0, ops: [], madeKnown: [] };
+        runs.push(general);
+      }
+      general.ops.push(p);
+      general.madeKnown.push(false);
+      run = null;
+      continue;
+    }
+    general = null;
+    if (
+      run === null || run.ops.length >= MAX_RUN_OPS || claim.keys.some((key) => keys.has(key))
+    ) {
+      run = { mask: 0, ops: [], madeKnown: [] };
+      runs.push(run);
+      keys = new Set();
+      known = new Set();
+    }
+    for (const key of claim.keys) keys.add(key);
+    run.mask |= claim.parts;
+    const recipient = p.flat.sdid;
+    run.ops.push(p);
+    run.madeKnown.push((claim.parts & RUN_PARTS.notify) !== 0 && known.has(recipient!));
+    if (p.flat.k === OP_KIND.postPut) known.add(p.flat.did);
+    if (p.flat.k === OP_KIND.followPut) {
+      known.add(p.flat.did);
+      known.add(p.flat.sdid!);
+    }
+  }
+  return runs;
 }

@@ -143,6 +143,48 @@ for (const fastPath of [false, true]) {
     },
   );
 
+  pgTest(`${path}: ops that depend on each other inside one call give SQLite's rows`, async () => {
+    const E = didOf("erin");
+    const A1 = postUri(ALICE, "3kaaaaaaaaa22");
+    const E1 = postUri(E, "3keeeeeeeee22");
+    await assertParity([
+      { ops: [followOp(BOB, "3kfollow00001", ALICE), postOp(CAROL, "3kccccccccc22", "c")] },
+      {
+        ops: [
+          // A follow record under a new rkey, then the delete of the old record.
+          followOp(BOB, "3kfollow00002", ALICE),
+          deleteOp(BOB, COLLECTION_FOLLOW, "3kfollow00001"),
+          // Two follow records of one subject.
+          followOp(CAROL, "3kfollow00003", DAN),
+          followOp(CAROL, "3kfollow00004", DAN),
+          // Follow and unfollow of an account the index did not know.
+          followOp(DAN, "3kfollow00005", didOf("frank")),
+          deleteOp(DAN, COLLECTION_FOLLOW, "3kfollow00005"),
+          // A like and a reply to a post of an unknown account, which then posts it: the like
+          // notifies nobody (Erin was not known yet), the reply after her post does.
+          likeOp(BOB, "3klike0000001", E1),
+          postOp(E, "3keeeeeeeee22", "erin's first post"),
+          postOp(CAROL, "3kccccccccc23", "reply to erin", { parent: E1 }),
+          // Two like records of one post by one account: one notification.
+          likeOp(CAROL, "3klike0000002", A1),
+          likeOp(CAROL, "3klike0000003", A1),
+          // Like, unlike, relike; post, delete, post again.
+          likeOp(DAN, "3klike0000004", E1),
+          deleteOp(DAN, COLLECTION_LIKE, "3klike0000004"),
+          likeOp(DAN, "3klike0000004", E1),
+          postOp(ALICE, "3kaaaaaaaaa22", "alice"),
+          deleteOp(ALICE, COLLECTION_POST, "3kaaaaaaaaa22"),
+          postOp(ALICE, "3kaaaaaaaaa22", "alice again"),
+          // A repost before its post, a follow of an account that posts afterwards.
+          repostOp(BOB, "3krepost00001", postUri(DAN, "3kddddddddd22")),
+          followOp(E, "3kfollow00006", DAN),
+          postOp(DAN, "3kddddddddd22", "dan"),
+          followOp(ALICE, "3kfollow00007", DAN),
+        ],
+      },
+    ], { fastPath });
+  });
+
   pgTest(
     `${path}: handles, take-over, blocks, profiles, account status and purge give SQLite's rows`,
     async () => {
@@ -273,6 +315,17 @@ for (const fastPath of [false, true]) {
       await assertParity(randomSteps(seed, 1_500), { batchSize: 97, fastPath });
     }
   });
+
+  pgTest(
+    `${path}: random sequences over more accounts, mostly posts, likes and follows, give SQLite's rows`,
+    async () => {
+      for (const seed of [4, 5]) {
+        await assertParity(randomSteps(seed, 4_000, { accounts: 40, rkeys: 30, rare: 0.05 }), {
+          fastPath,
+        });
+      }
+    },
+  );
 }
 
 /** Deterministic pseudo-random numbers (mulberry32). */
@@ -290,17 +343,30 @@ function makeRandom(seed: number): (n: number) => number {
  * Random calls over 6 accounts and 6 record keys, so ops collide often: every kind of op, now
  * and then a commit (gated, sometimes stale or with a gap) or a cursor.
  */
-function randomSteps(seed: number, total: number): Step[] {
+function randomSteps(
+  seed: number,
+  total: number,
+  shape: { accounts?: number; rkeys?: number; rare?: number } = {},
+): Step[] {
   const rand = makeRandom(seed);
-  const dids = ["a", "b", "c", "d", "e", "f"].map((n) => didOf(`user${n}`));
-  const rkeys = ["3k0000000000a", "3k0000000000b", "3k0000000000c", "3k0000000000d", "self", "r1"];
+  const dids = Array.from({ length: shape.accounts ?? 6 }, (_, i) => didOf(`user${i}`));
+  const rkeys = [
+    "self",
+    ...Array.from({ length: (shape.rkeys ?? 6) - 1 }, (_, i) => `3k${String(i).padStart(11, "0")}`),
+  ];
+  /** Share of the ops that are neither posts, likes, reposts, follows nor their deletes. */
+  const rare = shape.rare ?? 1;
   const pick = <T>(xs: readonly T[]) => xs[rand(xs.length)];
   const anyPost = () => postUri(pick(dids), pick(rkeys));
   const handles = ["one.test", "two.test", "One.Test", "three.test"];
   const makeOp = (): IndexOp => {
     const did = pick(dids);
     const rkey = pick(rkeys);
-    const roll = rand(100);
+    let roll = rand(100);
+    // The common kinds are rolls 0-45 and 54-69: squeeze the others into `rare`.
+    if (rand(1000) >= rare * 1000) {
+      roll = rand(2) === 0 ? rand(46) : 54 + rand(16);
+    }
     if (roll < 18) {
       const parent = rand(3) === 0 ? anyPost() : undefined;
       return postOp(did, rkey, `post ${rand(3)} words ${rand(4)}`, { parent });
