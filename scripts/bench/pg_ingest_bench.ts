@@ -49,7 +49,8 @@ function budgetRow(name: string, figure: number): BenchResult {
 /** Runs the benchmark and returns its figures (none when PostgreSQL is not installed). */
 export async function benchPgIngest(): Promise<BenchResult[]> {
   const fastPath = Deno.env.get("PG_INGEST_FAST_PATH") !== "0";
-  const pg = await startPostgres({ settings: BENCH_SETTINGS });
+  const settings = Deno.env.get("PG_INGEST_TEST_SETTINGS") === "1" ? {} : BENCH_SETTINGS;
+  const pg = await startPostgres({ settings });
   if (pg === null) {
     console.error(`pg-ingest: ${POSTGRES_SKIP_MESSAGE}`);
     return [];
@@ -72,6 +73,7 @@ export async function benchPgIngest(): Promise<BenchResult[]> {
           halfwayOps = done;
         }
       }
+      const checkpointStart = performance.now();
       await sql`CHECKPOINT`;
       const end = performance.now();
       const cpu = process.cpuUsage(cpuStart);
@@ -81,6 +83,7 @@ export async function benchPgIngest(): Promise<BenchResult[]> {
       console.error(
         `pg-ingest: ${ops.length} ops in ${((end - start) / 1000).toFixed(2)} s, ` +
           `${n} notifications, ${stats.batches} transactions, fast path ${fastPath}, ` +
+          `final CHECKPOINT ${((end - checkpointStart) / 1000).toFixed(2)} s, ` +
           `${((cpu.user + cpu.system) / 1e6).toFixed(2)} s CPU in this process`,
       );
       const overall = ops.length / ((end - start) / 1000);

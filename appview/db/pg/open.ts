@@ -47,6 +47,13 @@ export interface PgIndexOptions {
   migrations?: readonly PgMigration[];
   /** Clock of `schema_migrations.applied_at`. */
   now?: () => Date;
+  /**
+   * TLS of the driver (`ssl`: false, `"require"`, or Node TLS options such as `ca`); default: what
+   * the URL's `sslmode` says (`store.ts` reads `sslmode` and `sslrootcert` into this).
+   */
+  ssl?: postgres.Options<Record<string, postgres.PostgresType>>["ssl"];
+  /** Called with the connection's id each time one of the pool's connections closes. */
+  onclose?: (connectionId: number) => void;
 }
 
 /** Parses an `int8` as a number, refusing one that a number cannot hold exactly. */
@@ -73,6 +80,8 @@ export async function openPgIndex(url: string, opts: PgIndexOptions = {}): Promi
     prepare: opts.prepare ?? true,
     connect_timeout: opts.connectTimeoutSeconds ?? CONNECT_TIMEOUT_S,
     idle_timeout: opts.idleTimeoutSeconds,
+    ...(opts.ssl === undefined ? {} : { ssl: opts.ssl }),
+    onclose: opts.onclose,
     onnotice: () => {},
     connection: { application_name: opts.applicationName ?? APPLICATION_NAME },
     types: {

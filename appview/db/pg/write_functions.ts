@@ -3,10 +3,14 @@
  * one op with the statements the SQLite indexers run (appview/ingest/indexers/*), in the same
  * order and on the same conditions, so arrival-order rules ("a known recipient before the op",
  * "notify before counting", counters moving only on a real row change, unlike + relike giving
- * one notification) hold by construction; `index_apply_ops` runs it over columns of ops in order,
- * one round trip for many ops (one awaited statement costs 0.1-0.2 ms, about a hundred times an
- * SQLite statement). In isolation mode every op runs in a subtransaction of its own and an op
- * that fails is reported and skipped, as the SQLite write path's savepoint per op.
+ * one notification) hold by construction. `index_apply_ops` takes the ops of up to 2,000 ops as
+ * columns (one round trip: one awaited statement costs 0.1-0.2 ms, about a hundred times an
+ * SQLite statement), copies them into a temporary table of the session (`index_op_input`,
+ * emptied at COMMIT), and applies them in order, run by run: a run of ops the writer planned as
+ * independent by the set-based statements of `RUN_PARTS` (appview/ingest/pg/fast_path.ts says
+ * why they give the same rows), any other op by `index_apply_op`. In isolation mode every op
+ * runs through `index_apply_op` in a subtransaction of its own, and an op that fails is reported
+ * and skipped, as the SQLite write path's savepoint per op.
  *
  * The caller (appview/ingest/pg/pg_writer.ts) validated and flattened every op, resolved the actor
  * ids the op needs (`_a`, `_s`: assigned by then for what SQLite's `idOf` would assign, null for a

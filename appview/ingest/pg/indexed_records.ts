@@ -42,7 +42,7 @@ const QUERIES: readonly [string, string][] = [
 
 /** Path (`collection/rkey`) to what the index keeps of each record of `did`. */
 export async function readIndexedRecords(
-  sql: postgres.TransactionSql,
+  sql: postgres.Sql | postgres.TransactionSql,
   did: string,
 ): Promise<Map<string, string>> {
   const [profile, ...sets] = await Promise.all([
