@@ -47,9 +47,10 @@
 
 import postgres from "postgres";
 import type { DatabaseSync } from "node:sqlite";
-import type { IndexOp, RecordOp } from "../../../shared/ops.ts";
+import type { IndexOp } from "../../../shared/ops.ts";
 import { type Logger, silentLogger } from "../../../shared/log.ts";
 import type { PgSql } from "../../db/pg/open.ts";
+import type { IndexWriterApi, VerifiedSnapshot } from "../../db/store.ts";
 import { PG_LOCK_INDEX_WRITE, PG_LOCK_NAMESPACE } from "../../db/pg/schema.ts";
 import { OP_COLUMNS, OP_KIND } from "../../db/pg/write_functions.ts";
 import {
@@ -82,17 +83,6 @@ export const CALL_OPS = 2_000;
  * seven indexes, the GIN one included; in transactions of 2,000 ops, 90%.
  */
 export const PG_DEFAULT_BATCH_SIZE = 2_000;
-
-/** A verified repository to apply whole (`VerifiedSnapshot` of appview/db/store.ts). */
-export interface PgSnapshot {
-  readonly did: string;
-  readonly rev: string;
-  readonly expectedRev: string | null;
-  /** Ops applied first, as they are (the handle, the account, its status). */
-  readonly facts: readonly IndexOp[];
-  /** The repository's records, in key order. */
-  readonly records: readonly RecordOp[];
-}
 
 /** Options of {@link PgIndexWriter}: those of `IndexWriter`, and the set-based fast path. */
 export interface PgIndexWriterOptions extends IndexWriterOptions {
@@ -128,7 +118,7 @@ interface Batch {
   readonly spans: readonly CommitSpan[];
   readonly span: number;
   readonly spanEnd: number;
-  readonly snapshot?: PgSnapshot;
+  readonly snapshot?: VerifiedSnapshot;
   /** Its ops checked and flattened ahead of its transaction (`prepareOp`, pure). */
   prepared?: PreparedOp[];
 }
@@ -166,7 +156,7 @@ async function afterSend(fn: () => void): Promise<void> {
 type SkipRow = [string, string, number, string, string | null, string];
 
 /** Applies {@link IndexOp}s to the index database on PostgreSQL (module comment). */
-export class PgIndexWriter {
+export class PgIndexWriter implements IndexWriterApi {
   readonly #sql: PgSql;
   readonly #now: () => Date;
   readonly #log: Logger;
@@ -252,7 +242,7 @@ export class PgIndexWriter {
    *
    * @throws Error when the transaction cannot begin or commit (nothing applied)
    */
-  applySnapshot(snapshot: PgSnapshot): Promise<SnapshotResult> {
+  applySnapshot(snapshot: VerifiedSnapshot): Promise<SnapshotResult> {
     return this.#serial(async () => {
       const batch: Batch = { ops: [], start: 0, end: 0, spans: [], span: 0, spanEnd: 0, snapshot };
       const result = await this.#runBatch(batch, undefined);
@@ -513,7 +503,7 @@ export class PgIndexWriter {
   #finalWrites(
     sql: postgres.ReservedSql,
     tx: TxState,
-    snapshot: PgSnapshot | undefined,
+    snapshot: VerifiedSnapshot | undefined,
     cursor: ApplyOptions["cursor"],
   ): Promise<unknown>[] {
     const writes: Promise<unknown>[] = [];

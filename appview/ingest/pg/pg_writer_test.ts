@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import { openIndexDb } from "../../db/open.ts";
 import { IndexWriter } from "../apply_ops.ts";
+import { openSqliteIndexStore } from "../../db/sqlite_store.ts";
+import type { IndexWriterApi } from "../../db/store.ts";
 import type { ApplyOptions, CommitRef, CommitSpan, RevGate } from "../apply_ops.ts";
 import {
   accountStatusOp,
@@ -378,6 +380,89 @@ for (const fastPath of [false, true]) {
     },
   );
 }
+
+pgTest(
+  "a verified repository applied whole gives SQLite's rows: creates, updates, deletes, stale and restored snapshots",
+  async () => {
+    const db = openIndexDb(":memory:");
+    const sql = await openFreshPgIndex();
+    try {
+      const lite = openSqliteIndexStore(db, { now: tickingClock() }).writer;
+      const pg = new PgIndexWriter(sql, { now: tickingClock() });
+      const both = async <T>(fn: (w: IndexWriterApi) => Promise<T>): Promise<T> => {
+        const expected = await fn(lite);
+        assert.deepEqual(await fn(pg), expected);
+        return expected;
+      };
+      const rev = (n: number) => `3k${String(n).padStart(11, "0")}`;
+      const B1 = postUri(BOB, "3kbbbbbbbbb22");
+      const commit = (did: string, n: number): ApplyOptions => ({
+        commit: { did, rev: rev(n), since: n === 1 ? null : rev(n - 1), mode: "newer" },
+      });
+      await both((w) => w.applyOps([postOp(BOB, "3kbbbbbbbbb22", "bob")], commit(BOB, 1)));
+      await both((w) =>
+        w.applyOps([
+          postOp(ALICE, "3kaaaaaaaaa21", "kept"),
+          postOp(ALICE, "3kaaaaaaaaa22", "changed later"),
+          postOp(ALICE, "3kaaaaaaaaa23", "deleted later"),
+          likeOp(ALICE, "3klike0000001", B1),
+          followOp(ALICE, "3kfollow00001", BOB),
+          blockOp(ALICE, "3kblock000001", CAROL),
+          profileOp(ALICE, { displayName: "Alice" }),
+        ], commit(ALICE, 1))
+      );
+      const facts: IndexOp[] = [
+        handleOp(ALICE, "alice.test"),
+        { kind: "account", did: ALICE },
+      ];
+      const records = [
+        postOp(ALICE, "3kaaaaaaaaa21", "kept"),
+        postOp(ALICE, "3kaaaaaaaaa22", "changed", { parent: B1 }),
+        postOp(ALICE, "3kaaaaaaaaa24", "new, older than the index"),
+        profileOp(ALICE, { displayName: "Alice A." }),
+        likeOp(ALICE, "3klike0000001", B1),
+        repostOp(ALICE, "3krepost00001", B1),
+        followOp(ALICE, "3kfollow00001", BOB),
+        followOp(ALICE, "3kfollow00002", DAN),
+        followOp(ALICE, "3kfollow00003", DAN),
+      ].sort((a, b) => `${a.collection}/${a.rkey}` < `${b.collection}/${b.rkey}` ? -1 : 1);
+      // Applied: the account's rows become the repository's.
+      await both((w) =>
+        w.applySnapshot({ did: ALICE, rev: rev(5), expectedRev: rev(1), facts, records })
+      );
+      // Stale: older than the stored rev, which moved since it was read.
+      await both((w) =>
+        w.applySnapshot({ did: ALICE, rev: rev(3), expectedRev: rev(1), facts, records: [] })
+      );
+      // Restored: older than the stored rev, which did not move: the account host is the truth.
+      await both((w) =>
+        w.applySnapshot({
+          did: ALICE,
+          rev: rev(4),
+          expectedRev: rev(5),
+          facts,
+          records: records.slice(0, 3),
+        })
+      );
+      // An account the index never saw.
+      await both((w) =>
+        w.applySnapshot({
+          did: CAROL,
+          rev: rev(2),
+          expectedRev: null,
+          facts: [{ kind: "account", did: CAROL }],
+          records: [postOp(CAROL, "3kccccccccc22", "carol"), likeOp(CAROL, "3klike0000009", B1)],
+        })
+      );
+      assert.deepEqual(await pg.storedRev(ALICE), rev(4));
+      assert.deepEqual(pg.stats(), lite.stats());
+      assert.deepEqual(await dumpPgIndex(sql), dumpSqliteIndex(db));
+    } finally {
+      db.close();
+      await sql.end();
+    }
+  },
+);
 
 pgTest("array literals carry every text as it is", async () => {
   const sql = await openFreshPgIndex({ migrate: false });
