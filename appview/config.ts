@@ -19,6 +19,16 @@ export interface AppviewConfig {
   /** `did:web` service DID derived from {@link publicUrl} (spec 5.1). */
   readonly serviceDid: string;
   readonly dbPath: string;
+  /**
+   * `APPVIEW_DATABASE_URL`: the index on PostgreSQL (`postgres://` or `postgresql://`, options
+   * such as `sslmode` in its query); null keeps it in the SQLite file {@link dbPath}. It may hold
+   * a password: log it only through `redactUrl`.
+   */
+  readonly databaseUrl: string | null;
+  /** `APPVIEW_DB_POOL_MAX`: connections of each process's PostgreSQL pool. */
+  readonly dbPoolMax: number;
+  /** `APPVIEW_DB_PATH` was set beside {@link databaseUrl}: ignored, with a warning at startup. */
+  readonly dbPathIgnored: boolean;
   /** Base address of the account host as seen by the index: internal wins over public. */
   readonly pdsUrl: string;
   /** WebSocket URL of the account host's `subscribeRepos`. */
@@ -75,6 +85,8 @@ export const STREAM_IDLE_TIMEOUT_SECONDS = 300;
  * an account host restart or a network blip never fails the health check, a lasting outage does.
  */
 export const HEALTH_STALL_SECONDS = 120;
+/** Default of `APPVIEW_DB_POOL_MAX` (`DEFAULT_POOL_MAX` of `db/pg/open.ts`). */
+export const DB_POOL_MAX = 10;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -86,6 +98,8 @@ export const APPVIEW_ENV_VARS: readonly string[] = Object.freeze([
   "APPVIEW_HOSTNAME",
   "APPVIEW_PUBLIC_URL",
   "APPVIEW_DB_PATH",
+  "APPVIEW_DATABASE_URL",
+  "APPVIEW_DB_POOL_MAX",
   "PDS_PUBLIC_URL",
   "PDS_INTERNAL_URL",
   "APPVIEW_AUTH_REQUIRED",
@@ -139,6 +153,7 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
   if (!isLogLevel(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got ${logLevel}`);
   }
+  const databaseUrl = parseDatabaseUrl(env);
   return Object.freeze({
     dataDir,
     port: parsePort(env, "APPVIEW_PORT", 3000),
@@ -146,6 +161,9 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
     publicUrl,
     serviceDid: serviceDidFromUrl(publicUrl),
     dbPath: nonEmpty(env, "APPVIEW_DB_PATH") ?? `${dataDir}/appview.sqlite`,
+    databaseUrl,
+    dbPoolMax: parseCount(env, "APPVIEW_DB_POOL_MAX", DB_POOL_MAX, { min: 1, max: 1000 }),
+    dbPathIgnored: databaseUrl !== null && nonEmpty(env, "APPVIEW_DB_PATH") !== undefined,
     pdsUrl,
     pdsStreamUrl: `${pdsUrl.replace(/^http/, "ws")}/xrpc/com.atproto.sync.subscribeRepos`,
     authRequired: parseBool(env, "APPVIEW_AUTH_REQUIRED", true),
@@ -175,6 +193,44 @@ export function loadAppviewConfig(env: Env): AppviewConfig {
       concurrency: parseCount(env, "APPVIEW_BACKFILL_CONCURRENCY", 2, { min: 1, max: 16 }),
     }),
   });
+}
+
+/** The `sslmode` values of libpq that the index understands (`db/pg/tls.ts`). */
+export const SSL_MODES: readonly string[] = Object.freeze([
+  "disable",
+  "allow",
+  "prefer",
+  "require",
+  "verify-ca",
+  "verify-full",
+]);
+
+/**
+ * `APPVIEW_DATABASE_URL`: a `postgres://` or `postgresql://` URL, or null when unset. Messages show
+ * the value redacted (user, password and options other than the shown ones).
+ */
+function parseDatabaseUrl(env: Env): string | null {
+  const name = "APPVIEW_DATABASE_URL";
+  const raw = nonEmpty(env, name);
+  if (raw === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(
+      `${name} must be a postgres:// or postgresql:// URL, got ${redactUrl(raw)}`,
+    );
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new ConfigError(
+      `${name} must be a postgres:// or postgresql:// URL, got ${redactUrl(raw)}`,
+    );
+  }
+  const mode = url.searchParams.get("sslmode");
+  if (mode !== null && !SSL_MODES.includes(mode)) {
+    throw new ConfigError(`${name}: sslmode must be one of ${SSL_MODES.join(", ")}, got ${mode}`);
+  }
+  return raw;
 }
 
 function parseHealthStall(env: Env): number | null {

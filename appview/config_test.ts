@@ -180,3 +180,53 @@ Deno.test("serviceDidFromUrl encodes the port colon (spec 5.1)", () => {
   assert.equal(serviceDidFromUrl("http://localhost:3000"), "did:web:localhost%3A3000");
   assert.equal(serviceDidFromUrl("https://index.example.com"), "did:web:index.example.com");
 });
+
+Deno.test("APPVIEW_DATABASE_URL puts the index on PostgreSQL; a bad value stops startup, its password hidden (issue 40)", () => {
+  const sqlite = loadAppviewConfig({ APPVIEW_DB_PATH: "/srv/index.sqlite" });
+  assert.equal(sqlite.databaseUrl, null);
+  assert.equal(sqlite.dbPoolMax, 10);
+  assert.equal(sqlite.dbPathIgnored, false);
+  const url = "postgresql://index:s3cret@db.example:5432/social?sslmode=verify-full";
+  const pg = loadAppviewConfig({ APPVIEW_DATABASE_URL: url, APPVIEW_DB_POOL_MAX: "25" });
+  assert.equal(pg.databaseUrl, url);
+  assert.equal(pg.dbPoolMax, 25);
+  assert.equal(pg.dbPathIgnored, false);
+  assert.equal(
+    loadAppviewConfig({ APPVIEW_DATABASE_URL: url, APPVIEW_DB_PATH: "/srv/index.sqlite" })
+      .dbPathIgnored,
+    true,
+  );
+  assert.equal(
+    loadAppviewConfig({ APPVIEW_DATABASE_URL: "postgres://h/db" }).databaseUrl,
+    "postgres://h/db",
+  );
+  for (
+    const [value, message] of [
+      [
+        "mysql://index:s3cret@db.example/social",
+        /^APPVIEW_DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL, got mysql:\/\/redacted:redacted@db\.example\/social$/,
+      ],
+      ["db.example:5432", /^APPVIEW_DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL/],
+      [
+        "postgres://index:s3cret@db.example/social?sslmode=verify",
+        /^APPVIEW_DATABASE_URL: sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full, got verify$/,
+      ],
+    ] as const
+  ) {
+    assert.throws(() => loadAppviewConfig({ APPVIEW_DATABASE_URL: value }), (e: Error) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match(e.message, message);
+      assert.doesNotMatch(e.message, /s3cret/);
+      return true;
+    });
+  }
+  for (const value of ["0", "1001", "ten"]) {
+    assert.throws(
+      () => loadAppviewConfig({ APPVIEW_DB_POOL_MAX: value }),
+      (e: Error) =>
+        e.message === `APPVIEW_DB_POOL_MAX must be a whole number from 1 to 1000, got ${value}`,
+    );
+  }
+  assert.ok(APPVIEW_ENV_VARS.includes("APPVIEW_DATABASE_URL"));
+  assert.ok(APPVIEW_ENV_VARS.includes("APPVIEW_DB_POOL_MAX"));
+});

@@ -4,7 +4,9 @@
  * - `deno task appview` (no argument): the HTTP API, the local-stream consumer, the public-stream
  *   consumer (when `APPVIEW_JETSTREAM_URL` is set) and handle sync, in one process;
  * - `deno task consumer:local`, `consumer:public`, `handle-sync`: that one component alone, for
- *   deployments that run them as separate processes on the same database.
+ *   deployments that run them as separate processes on the same database;
+ * - `deno task appview api`: the HTTP API alone, for API processes beside separate consumer
+ *   processes (on PostgreSQL, any number of them: docs/operations.md).
  *
  * SIGINT and SIGTERM stop every component and close the database before exiting.
  *
@@ -18,6 +20,7 @@ import { type AppviewComponents, startAppview } from "./server.ts";
 /** The components each command runs. */
 export const COMMANDS: Readonly<Record<string, AppviewComponents>> = {
   "": { http: true, localConsumer: true, publicConsumer: true, handleSync: true },
+  "api": { http: true, localConsumer: false, publicConsumer: false, handleSync: false },
   "consumer:local": { http: false, localConsumer: true, publicConsumer: false, handleSync: false },
   "consumer:public": { http: false, localConsumer: false, publicConsumer: true, handleSync: false },
   "handle-sync": { http: false, localConsumer: false, publicConsumer: false, handleSync: true },
@@ -28,7 +31,7 @@ async function main(args: string[]): Promise<number> {
   const components = COMMANDS[command];
   if (components === undefined || args.length > 1) {
     console.error(
-      `Usage: appview/main.ts [consumer:local | consumer:public | handle-sync], got ${
+      `Usage: appview/main.ts [api | consumer:local | consumer:public | handle-sync], got ${
         args.join(" ")
       }`,
     );

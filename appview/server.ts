@@ -1,8 +1,14 @@
 /**
  * Assembling and running the index: opens the index store (its views, the one write path and its
- * state, `db/store.ts`) and the context, then starts any subset of its components (HTTP API, local-stream consumer,
- * public-stream consumer, handle sync). Used by `main.ts` (all of them, or one per task),
- * `scripts/dev.ts` and tests (port 0).
+ * state, `db/store.ts`; SQLite, or PostgreSQL when `APPVIEW_DATABASE_URL` is set) and the context,
+ * then starts any subset of its components (HTTP API, local-stream consumer, public-stream
+ * consumer, handle sync). Used by `main.ts` (all of them, or one per task), `scripts/dev.ts` and
+ * tests (port 0).
+ *
+ * On PostgreSQL, where several processes share the index, each stream consumer runs under its
+ * consumer lock (`db/pg/lease.ts`, docs/behaviour.md 6.2 rule 12): the process waits for the lock,
+ * then runs the consumer (the local one with its backfill worker) on a context whose store writes
+ * through the lock's connection; if the lock is lost, it stops them and waits again.
  *
  * @module
  */
@@ -15,7 +21,8 @@ import { type AppviewConfig, ConfigError } from "./config.ts";
 import { type AppviewContext, createAppviewContext } from "./context.ts";
 import { isFilePath, openIndexStore } from "./db/open.ts";
 import type { IndexStore } from "./db/store.ts";
-import { CONSUMER_PUBLIC } from "./db/state.ts";
+import { CONSUMER_LOCAL, CONSUMER_PUBLIC } from "./db/state.ts";
+import type { PgIndexStore } from "./db/pg/store.ts";
 import type { AccountDirectory } from "./ingest/sources/account_directory.ts";
 import { createJetstreamConsumer, type JetstreamOptions } from "./ingest/sources/jetstream.ts";
 import { ThreadedPublicConsumer } from "./ingest/sources/public_consumer_thread.ts";
@@ -90,6 +97,8 @@ export interface StartAppviewOptions {
   checkpointIntervalMs?: number;
   /** Where pushes are verified (`AppviewContext.accounts`). Default: the configured account host. */
   accounts?: AccountDirectory;
+  /** On PostgreSQL: how often a consumer waiting for its lock tries it (`LEASE_POLL_MS`). */
+  consumerLockPollMs?: number;
 }
 
 /** What a caller sees of a running consumer, wherever it runs. */
@@ -103,7 +112,10 @@ export interface RunningAppview extends AsyncDisposable {
   /** Base URL of the HTTP server; null when HTTP is not among the components. */
   readonly url: string | null;
   readonly ctx: AppviewContext;
-  /** The local-stream consumer, when running. */
+  /**
+   * The local-stream consumer, when running (on PostgreSQL: while this process holds its lock,
+   * else null).
+   */
   readonly localConsumer: StreamConsumer | null;
   /** The backfill worker (docs/behaviour.md 6.2 rules 8-10), running with the local consumer. */
   readonly backfiller: Backfiller | null;
@@ -127,8 +139,8 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   const ctx = createAppviewContext({ config, store, log, now, accounts: opts.accounts });
   const stops: (() => Promise<void>)[] = [];
   let url: string | null = null;
-  let localConsumer: StreamConsumer | null = null;
-  let backfiller: Backfiller | null = null;
+  let local: { consumer: StreamConsumer; backfiller: Backfiller } | null = null;
+  let leasedLocal: LeasedComponent<LocalComponents> | null = null;
   let publicConsumer: ConsumerHandle | null = null;
   try {
     // Every component writes through this connection: its WAL is copied back off the main
@@ -193,23 +205,44 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
     // 2,000-op calls did 12,800 ops/s at 4,000 pages against 15,900 at 8,000; the public-ingest
     // benchmark (alternating runs) 10,500 and 10,000 against 11,400 and 11,700 events/s, with
     // /healthz polls no slower (p99 530-590 ms against 420-470 ms) (issue 36).
-    if (want.localConsumer) {
-      const worker = new Backfiller(ctx, {
+    const startLocal = async (lctx: AppviewContext): Promise<LocalComponents> => {
+      const worker = new Backfiller(lctx, {
         source: createRepoSource(config),
         concurrency: config.backfill.concurrency,
         ...opts.backfill,
       });
       worker.start();
-      backfiller = worker;
-      stops.push(() => worker.close());
-      const consumer = createLocalStreamConsumer(ctx, {
+      const consumer = createLocalStreamConsumer(lctx, {
         ...shared,
         hooks: worker.streamHooks(),
         ...opts.localStream,
       });
-      stops.push(() => consumer.close());
-      await consumer.start();
-      localConsumer = consumer;
+      const close = async () => {
+        await consumer.close();
+        await worker.close();
+      };
+      try {
+        await consumer.start();
+      } catch (e) {
+        await close();
+        throw e;
+      }
+      return { consumer, backfiller: worker, close };
+    };
+    if (want.localConsumer && store.kind === "postgres") {
+      const leased = new LeasedComponent(
+        store as PgIndexStore,
+        CONSUMER_LOCAL,
+        ctx,
+        startLocal,
+        opts.consumerLockPollMs,
+      );
+      leasedLocal = leased;
+      stops.push(() => leased.close());
+    } else if (want.localConsumer) {
+      const components = await startLocal(ctx);
+      local = components;
+      stops.push(() => components.close());
     }
     const threaded = want.http && (opts.publicConsumerThread ?? true) &&
       store.kind === "sqlite" && isFilePath(config.dbPath) && opts.now === undefined &&
@@ -224,6 +257,23 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
       consumer.start();
       publicConsumer = consumer;
       stops.push(() => consumer.close());
+    } else if (want.publicConsumer && config.jetstreamUrl !== null && store.kind === "postgres") {
+      const leased = new LeasedComponent(
+        store as PgIndexStore,
+        CONSUMER_PUBLIC,
+        ctx,
+        async (pctx) => {
+          const consumer = createJetstreamConsumer(pctx, { ...shared, ...opts.publicStream })!;
+          await consumer.start();
+          return consumer;
+        },
+        opts.consumerLockPollMs,
+      );
+      publicConsumer = {
+        status: () => leased.current?.status() ?? WAITING,
+        close: () => leased.close(),
+      };
+      stops.push(() => leased.close());
     } else if (want.publicConsumer) {
       const consumer = createJetstreamConsumer(ctx, { ...shared, ...opts.publicStream });
       if (consumer === null) {
@@ -256,12 +306,136 @@ export async function startAppview(opts: StartAppviewOptions): Promise<RunningAp
   return {
     url,
     ctx,
-    localConsumer,
-    backfiller,
+    get localConsumer() {
+      return (leasedLocal?.current ?? local)?.consumer ?? null;
+    },
+    get backfiller() {
+      return (leasedLocal?.current ?? local)?.backfiller ?? null;
+    },
     publicConsumer,
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+/** The local-stream consumer and its backfill worker, stopped together. */
+interface LocalComponents {
+  consumer: StreamConsumer;
+  backfiller: Backfiller;
+  close(): Promise<void>;
+}
+
+/** What a consumer waiting for its lock reports (`ConsumerHandle.status`). */
+const WAITING: StreamConsumerStatus = Object.freeze({
+  state: "waiting",
+  cursor: null,
+  lastEventAt: null,
+  lastError: null,
+});
+
+/**
+ * A component run under a consumer lock (module comment): waits for the lock, starts the
+ * component on a context whose store is the lock's, stops it when the lock is lost (then waits
+ * again) or on {@link close}, and releases the lock.
+ */
+class LeasedComponent<T extends { close(): Promise<void> }> {
+  readonly #stop = new AbortController();
+  readonly #loop: Promise<void>;
+  #current: T | null = null;
+
+  constructor(
+    store: PgIndexStore,
+    name: string,
+    ctx: AppviewContext,
+    start: (ctx: AppviewContext) => Promise<T>,
+    pollMs: number | undefined,
+  ) {
+    this.#loop = this.#run(store, name, ctx, start, pollMs);
+  }
+
+  /** The running component; null while the lock is another process's. */
+  get current(): T | null {
+    return this.#current;
+  }
+
+  async #run(
+    store: PgIndexStore,
+    name: string,
+    ctx: AppviewContext,
+    start: (ctx: AppviewContext) => Promise<T>,
+    pollMs: number | undefined,
+  ): Promise<void> {
+    const log = ctx.log.child(`consumer.${name}`);
+    const signal = this.#stop.signal;
+    const stopped = new Promise<void>((resolve) =>
+      signal.addEventListener("abort", () => resolve(), { once: true })
+    );
+    while (!signal.aborted) {
+      const lease = await store.acquireConsumerLease(name, {
+        signal,
+        pollMs,
+        onWaiting: (holder) =>
+          log.info("Waiting for the consumer lock: another process runs this consumer", {
+            consumer: name,
+            holder,
+          }),
+        onError: (e) => log.warn("Cannot try the consumer lock", { consumer: name, error: e }),
+      }).catch((e) => {
+        log.error("Cannot try the consumer lock", { consumer: name, error: e });
+        return null;
+      });
+      if (lease === null) break;
+      log.info("Consumer lock taken", { consumer: name, session: lease.pid });
+      let component: T | null = null;
+      let failed = false;
+      try {
+        component = await start(createAppviewContext({
+          config: ctx.config,
+          store: lease.store,
+          log: ctx.log,
+          now: ctx.now,
+          accounts: ctx.accounts,
+        }));
+        this.#current = component;
+        await Promise.race([lease.lost, stopped]);
+        if (lease.isLost) {
+          log.error(
+            "Consumer lock lost with its database connection; stopping until it is taken again",
+            {
+              consumer: name,
+            },
+          );
+        }
+      } catch (e) {
+        log.error("Consumer failed to start", { consumer: name, error: e });
+        failed = true;
+      } finally {
+        this.#current = null;
+        try {
+          await component?.close();
+        } catch (e) {
+          log.error("Consumer failed to stop cleanly", { consumer: name, error: e });
+        }
+        await lease.release().catch(() => {});
+      }
+      // Another process may start it meanwhile; this one tries again a poll later.
+      if (failed) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, pollMs ?? 1_000);
+          signal.addEventListener("abort", () => {
+            clearTimeout(timer);
+            resolve();
+          }, { once: true });
+        });
+      }
+    }
+  }
+
+  /** Stops the component (or the waiting) and releases the lock. */
+  async close(): Promise<void> {
+    this.#stop.abort();
+    await this.#loop;
+  }
 }
 
 /** Runs the stop functions in reverse start order; a failing one is logged, the rest still run. */

@@ -2,7 +2,8 @@
  * `deno task backfill [--all | DID...]` (docs/operations.md "Rebuilding the index",
  * docs/behaviour.md 6.2 rule 11): fetches repositories from the account host and applies them to
  * the index through its one write path, with the index's own settings (`APPVIEW_DB_PATH` or
- * `DATA_DIR`, `PDS_INTERNAL_URL` / `PDS_PUBLIC_URL`, `APPVIEW_BACKFILL_*`).
+ * `DATA_DIR`, or `APPVIEW_DATABASE_URL` for an index on PostgreSQL; `PDS_INTERNAL_URL` /
+ * `PDS_PUBLIC_URL`, `APPVIEW_BACKFILL_*`).
  *
  * - `--all`: every repository the account host lists (`listRepos`, paged): each account is made
  *   known, inactive ones are marked so, every active repository is fetched, and repositories the

@@ -1,12 +1,14 @@
 /**
- * Opening the index: {@link openIndexStore} picks the backend of the configuration (SQLite, the
- * only one so far: `store.ts`); {@link openIndexDb} opens the SQLite database with its
- * connection settings, then runs the ordered migrations.
+ * Opening the index: {@link openIndexStore} picks the backend of the configuration (PostgreSQL
+ * when `APPVIEW_DATABASE_URL` is set, `pg/store.ts`; else SQLite, `sqlite_store.ts`);
+ * {@link openIndexDb} opens the SQLite database with its connection settings, then runs the
+ * ordered migrations.
  *
  * @module
  */
 
 import { DatabaseSync } from "node:sqlite";
+import { redactUrl } from "../../shared/log.ts";
 import type { AppviewConfig } from "../config.ts";
 import { runMigrations } from "./migrations.ts";
 import { openSqliteIndexStore } from "./sqlite_store.ts";
@@ -78,14 +80,30 @@ export function openIndexDb(path: string): DatabaseSync {
   return db;
 }
 
+/** Warning logged when `APPVIEW_DB_PATH` is set beside `APPVIEW_DATABASE_URL`. */
+export const WARN_DB_PATH_IGNORED =
+  "APPVIEW_DB_PATH is ignored: the index is on PostgreSQL (APPVIEW_DATABASE_URL is set)";
+
 /**
- * Opens the index store of `config`: the SQLite database at `config.dbPath` (its folder made when
- * missing). The caller closes it (`IndexStore.close`).
+ * Opens the index store of `config`: on PostgreSQL at `config.databaseUrl` when set (a pool of
+ * `config.dbPoolMax` connections; the PostgreSQL code is loaded only then), else the SQLite
+ * database at `config.dbPath` (its folder made when missing). The caller closes it
+ * (`IndexStore.close`).
  */
 export async function openIndexStore(
   config: AppviewConfig,
   opts: IndexStoreOptions = {},
 ): Promise<IndexStore> {
+  if (config.databaseUrl !== null) {
+    if (config.dbPathIgnored) opts.log?.warn(WARN_DB_PATH_IGNORED);
+    const { openPgIndexStore } = await import("./pg/store.ts");
+    const store = await openPgIndexStore(config.databaseUrl, {
+      ...opts,
+      poolMax: config.dbPoolMax,
+    });
+    opts.log?.info("Index on PostgreSQL", { database: redactUrl(config.databaseUrl) });
+    return store;
+  }
   await makeParentDir(config.dbPath);
   return openSqliteIndexStore(openIndexDb(config.dbPath), opts);
 }

@@ -20,8 +20,12 @@ export const CURSOR_PUBLIC_TIME_US = "public_time_us";
 export const CONSUMER_PUBLIC = "public";
 export const CONSUMER_LOCAL = "local";
 
-/** State of a stream consumer (docs/behaviour.md 10.9, `/healthz`). */
-export type ConsumerState = "disabled" | "connecting" | "live" | "backoff";
+/**
+ * State of a stream consumer (docs/behaviour.md 10.9, `/healthz`). `waiting`: on PostgreSQL,
+ * another process holds this consumer's lock and this one waits to take over (its own report
+ * only: never written to `consumer_status`, whose row is the running consumer's).
+ */
+export type ConsumerState = "disabled" | "connecting" | "live" | "backoff" | "waiting";
 
 /** One `consumer_status` row. */
 export interface ConsumerStatus {

@@ -8,7 +8,7 @@
  * (`lease.ts`), on which they queue behind the lock holder's write transactions, so that a
  * consumer's status rows are written only while it holds its lock.
  *
- * Handle sync on several processes (docs/behaviour.md 11, issue 40): {@link PgPlaceholderHandles}
+ * Handle sync on several processes (docs/behaviour.md 6.2 rule 12): {@link PgPlaceholderHandles}
  * claims the authors it returns. `due` marks their due rows attempted (at the store's clock) in its
  * own transaction, under the index write lock, so a second handle sync's `due`, which waits for
  * that lock, finds them attempted and takes the next authors: two processes split the work instead

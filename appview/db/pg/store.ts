@@ -59,11 +59,6 @@ export interface PgIndexStore extends IndexStore, AsyncDisposable {
   acquireConsumerLease(name: string, opts?: LeaseWaitOptions): Promise<ConsumerLease | null>;
 }
 
-/** Whether `store` is the PostgreSQL store. */
-export function isPgIndexStore(store: IndexStore): store is PgIndexStore {
-  return store.kind === "postgres" && "acquireConsumerLease" in store;
-}
-
 /**
  * Opens the index at `url` (`postgres://user:password@host:port/database?sslmode=...`): the pool,
  * pending migrations, the writer. Messages name the database by its redacted URL.

@@ -7,6 +7,8 @@
 
 import assert from "node:assert/strict";
 import { didOf, postOp } from "../../_fixtures.ts";
+import type { RecordOp } from "../../../shared/ops.ts";
+import type { CommitSpan } from "../../ingest/apply_ops.ts";
 import { loadAppviewConfig } from "../../config.ts";
 import { startAppview } from "../../server.ts";
 import { captureLogRecords } from "../../_test_helpers.ts";
@@ -91,8 +93,8 @@ async function stateScript(store: IndexStore): Promise<unknown[]> {
   await s.recordRestore("public", { cursor: 5, head: null, at: at(24) });
   out.push(await s.readBackfillStatus("local"), await s.readBackfillStatus("public"));
   // Local repositories: commits from the account host mark them (more than one page of them).
-  const ops = [];
-  const commits = [];
+  const ops: RecordOp[] = [];
+  const commits: CommitSpan[] = [];
   for (let i = 0; i < 1_100; i++) {
     const did = didOf(`repo${String(i).padStart(5, "0")}`);
     commits.push({
@@ -102,7 +104,7 @@ async function stateScript(store: IndexStore): Promise<unknown[]> {
     });
     ops.push(postOp(did, "3kaaaaaaaaa22", `post ${i}`));
   }
-  await store.writer.applyOps(ops, { commits } as never);
+  await store.writer.applyOps(ops, { commits });
   const local: string[] = [];
   for await (const did of s.localRepoDids()) local.push(did);
   out.push(
