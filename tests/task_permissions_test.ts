@@ -26,26 +26,24 @@ Deno.test("every task that runs deno names a permission set and repeats no permi
 });
 
 Deno.test("the server and store tasks read only their variables and write only ./data", () => {
-  for (
-    const task of [
-      "pds",
-      "consumer:local",
-      "consumer:public",
-      "invite",
-      "admin",
-      "compact",
-      "demo",
-    ]
-  ) {
+  for (const task of ["pds", "invite", "admin", "compact"]) {
     const { grants } = taskPermissionSet(config, task);
     assert.deepEqual(grants.env, ENV, task);
+    assert.deepEqual(grants.write, ["./data"], task);
+  }
+  // The tasks that open the index also read the libpq variables (PGPASSWORD, PGHOST, ...): the
+  // PostgreSQL driver reads them for what APPVIEW_DATABASE_URL leaves out (docs/operations.md,
+  // "Running the index on PostgreSQL"). demo shares the consumers' set.
+  for (const task of ["consumer:local", "consumer:public", "demo"]) {
+    const { grants } = taskPermissionSet(config, task);
+    assert.deepEqual(grants.env, [...ENV, "PG*"], task);
     assert.deepEqual(grants.write, ["./data"], task);
   }
   // The index's outbound TLS reads NODE_USE_SYSTEM_CA and the system's certificate settings.
   // backfill fetches repositories as handle sync fetches documents (docs/behaviour.md 6.2 rule 11).
   for (const task of ["dev", "appview", "handle-sync", "backfill"]) {
     const { grants } = taskPermissionSet(config, task);
-    assert.deepEqual(grants.env, ["NODE_USE_SYSTEM_CA", ...ENV], task);
+    assert.deepEqual(grants.env, ["NODE_USE_SYSTEM_CA", ...ENV, "PG*"], task);
     assert.deepEqual(grants.write, ["./data"], task);
     assert.equal(grants.sys, true, task);
   }
