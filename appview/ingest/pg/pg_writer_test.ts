@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { openIndexDb } from "../../db/open.ts";
 import { IndexWriter } from "../apply_ops.ts";
+import { openPgIndex } from "../../db/pg/open.ts";
 import { openSqliteIndexStore } from "../../db/sqlite_store.ts";
 import type { IndexWriterApi } from "../../db/store.ts";
 import type { ApplyOptions, CommitRef, CommitSpan, RevGate } from "../apply_ops.ts";
@@ -35,8 +36,10 @@ import {
 } from "../../../shared/nsid.ts";
 import type { IndexOp, RecordOp } from "../../../shared/ops.ts";
 import {
+  type Dump,
   dumpPgIndex,
   dumpSqliteIndex,
+  freshPgDatabase,
   openFreshPgIndex,
   pgTest,
   stopPgClusterAfterTests,
@@ -460,6 +463,56 @@ pgTest(
     } finally {
       db.close();
       await sql.end();
+    }
+  },
+);
+
+pgTest(
+  "writers in two pools at once take turns: counters they both move add up, as one writer after the other on SQLite",
+  async () => {
+    const url = await freshPgDatabase();
+    const pools = [await openPgIndex(url, { max: 2 }), await openPgIndex(url, { max: 2 })];
+    const db = openIndexDb(":memory:");
+    try {
+      const fixed = () => new Date("2024-06-01T00:00:00.000Z");
+      const SHARED = postUri(ALICE, "3kaaaaaaaaa22");
+      const setup = [handleOp(ALICE, "alice.test"), postOp(ALICE, "3kaaaaaaaaa22", "shared")];
+      // Each writer's accounts like, repost and reply to the shared post, follow its author and
+      // each other: the shared rows (the post's counters, Alice's profile, her notifications)
+      // are written by both.
+      const streams = [0, 1].map((w) => {
+        const users = Array.from({ length: 40 }, (_, i) => didOf(`w${w}user${i}`));
+        return users.flatMap((did, i): IndexOp[] => [
+          likeOp(did, "3klike0000001", SHARED),
+          repostOp(did, "3krepost00001", SHARED),
+          postOp(did, "3kpost0000001", `reply ${i}`, { parent: SHARED }),
+          followOp(did, "3kfollow00001", ALICE),
+          followOp(did, "3kfollow00002", users[(i + 1) % users.length]),
+          ...(i % 3 === 0 ? [deleteOp(did, COLLECTION_LIKE, "3klike0000001")] : []),
+        ]);
+      });
+      const lite = new IndexWriter(db, { now: fixed });
+      lite.applyOps(setup);
+      for (const ops of streams) lite.applyOps(ops);
+      const writers = pools.map((sql) => new PgIndexWriter(sql, { now: fixed, batchSize: 7 }));
+      await writers[0].applyOps(setup);
+      await Promise.all(writers.map(async (writer, w) => {
+        for (let i = 0; i < streams[w].length; i += 13) {
+          await writer.applyOps(streams[w].slice(i, i + 13));
+        }
+      }));
+      // Ids follow the order the two writers' transactions took turns in: left out.
+      const omitIds = (dump: Dump) => {
+        for (const table of ["posts", "notifications"]) {
+          for (const row of dump[table]) delete row.id;
+          dump[table].sort((a, b) => JSON.stringify(a) < JSON.stringify(b) ? -1 : 1);
+        }
+        return dump;
+      };
+      assert.deepEqual(omitIds(await dumpPgIndex(pools[0])), omitIds(dumpSqliteIndex(db)));
+    } finally {
+      db.close();
+      await Promise.all(pools.map((sql) => sql.end()));
     }
   },
 );
