@@ -24,16 +24,19 @@
  *   `GLOB 'did:*'`), which is also the predicate of the partial index `posts_unknown_handle`:
  *   PostgreSQL uses a partial index only for a query that repeats its predicate.
  * - Search: no `posts_fts` table. A GIN index `posts_search` over
- *   {@link SEARCH_VECTOR_SQL} (the post's text normalised by `search_text()`, then
- *   `to_tsvector('simple', ...)`) follows the row, so no queue of deferred writes is needed. The
+ *   {@link SEARCH_VECTOR_SQL} follows the row, so no queue of deferred writes is needed. The
  *   normalisation mirrors FTS5's `unicode61 remove_diacritics 2`: every run of characters that
- *   are not letters or digits separates words (`example.com` is `example` and `com`), case is
- *   folded, and diacritics are removed (`unaccent`). A query is {@link SEARCH_QUERY_SQL}: every
+ *   are not letters or digits separates words (`search_text()`: `example.com` is `example` and
+ *   `com`), and the text search configuration `index_search` (the `simple` parser, every word
+ *   through the `unaccent` dictionary, then `simple`) removes diacritics and folds case. (A
+ *   dictionary of the configuration, not a call of `unaccent()` in `search_text()`: that function
+ *   is only STABLE, so the wrapper could not be inlined, and calling it cost about 10 us a post,
+ *   8% of the write path's database time.) A query is {@link SEARCH_QUERY_SQL}: every
  *   word of the user's input (split as `toFtsQuery` splits it) becomes a phrase of its tokens
  *   (`foo-bar` matches `foo bar` in that order), and the words are ANDed. It needs a UTF-8
  *   character type (`lc_ctype` such as `C.UTF-8` or `en_US.UTF-8`): under `C` non-ASCII letters
- *   are not letters. `search_text()` is declared IMMUTABLE over the dictionary `unaccent`: changing
- *   that dictionary's rules afterwards calls for `REINDEX INDEX posts_search`.
+ *   are not letters. The index treats `index_search` as immutable: changing the `unaccent` rules
+ *   afterwards calls for `REINDEX INDEX posts_search`.
  * - `unaccent` is an extension shipped with PostgreSQL (Debian: the `postgresql-15` package, which
  *   `postgresql` and `postgresql-contrib` install). It is marked trusted, so the migration creates
  *   it as any role with CREATE on the database, no superuser needed; an operator whose role lacks
@@ -67,7 +70,7 @@ export const PG_PLACEHOLDER_HANDLE_SQL = "handle LIKE 'did:%'";
  * query uses the index only when it repeats this expression verbatim:
  * `WHERE ${SEARCH_VECTOR_SQL} @@ ${SEARCH_QUERY_SQL("$1")}`.
  */
-export const SEARCH_VECTOR_SQL = "to_tsvector('simple'::regconfig, search_text(text))";
+export const SEARCH_VECTOR_SQL = "to_tsvector('index_search'::regconfig, search_text(text))";
 
 /**
  * The tsquery matching every word of `param` (a `text[]` parameter: the words of the user's input,
@@ -79,25 +82,30 @@ export function SEARCH_QUERY_SQL(param: string): string {
 }
 
 /**
- * Functions of the schema: `search_text()` (normalisation, see the module comment) and
- * `search_query()`, created in `ownSchema` (the schema of the tables). Calls inside them name
- * their schemas (`unaccentSchema`: where the extension lives), because an index expression is also
- * evaluated where `search_path` is empty (`pg_dump`, autovacuum).
+ * Search's configuration `index_search` and functions `search_text()` and `search_query()` (see
+ * the module comment), created in `ownSchema` (the schema of the tables). What they use is named
+ * with its schema (`unaccentSchema`: where the extension lives), because an index expression is
+ * also evaluated where `search_path` is empty (`pg_dump`, autovacuum).
  */
 export function searchFunctionsSql(unaccentSchema: string, ownSchema: string): string {
   const schema = quoteIdent(unaccentSchema);
   const own = quoteIdent(ownSchema);
   return `
+CREATE TEXT SEARCH CONFIGURATION ${own}.index_search (COPY = pg_catalog.simple);
+ALTER TEXT SEARCH CONFIGURATION ${own}.index_search
+  ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword, hword_asciipart,
+    hword_part, hword_numpart
+  WITH ${schema}.unaccent, pg_catalog.simple;
+
 CREATE FUNCTION ${own}.search_text(t text) RETURNS text
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-  AS $$ SELECT ${schema}.unaccent('${schema}.unaccent'::regdictionary,
-    regexp_replace(t COLLATE "default", '[^[:alnum:]]+', ' ', 'g')) $$;
+  AS $$ SELECT regexp_replace(t COLLATE "default", '[^[:alnum:]]+', ' ', 'g') $$;
 
 CREATE FUNCTION ${own}.search_query(terms text[]) RETURNS tsquery
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
   AS $$ SELECT CASE WHEN count(*) = 0 OR bool_or(numnode(q) = 0) THEN ''::tsquery
       ELSE string_agg('(' || q::text || ')', ' & ')::tsquery END
-    FROM (SELECT phraseto_tsquery('simple'::regconfig, ${own}.search_text(term)) AS q
+    FROM (SELECT phraseto_tsquery('${own}.index_search'::regconfig, ${own}.search_text(term)) AS q
       FROM unnest(terms) AS term) words $$;
 `;
 }
