@@ -448,10 +448,14 @@ export class PgIndexWriter implements IndexWriterApi {
       }
       const writes = this.#finalWrites(sql, tx, snapshot, cursor);
       writes.push(sql.unsafe("COMMIT").execute());
+      // Behind failed ops the writes fail too (the transaction is aborted): handled here, so
+      // they are not unhandled rejections when the ops' failure is thrown first.
+      const written = Promise.all(writes);
+      written.catch(() => {});
       if (!reporting && meanwhile !== undefined) await afterSend(meanwhile);
       // The ops' failure first: it is what the batch is re-run for.
       if (!reporting) await applied;
-      await Promise.all(writes);
+      await written;
     } catch (e) {
       this.#skips.discard();
       await this.#rollback(sql);
