@@ -39,7 +39,7 @@ import { loadAppviewConfig } from "./config.ts";
 import { type AppviewContext, createAppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
 import { openSqliteIndexStore, type SqliteStore } from "./db/sqlite_store.ts";
-import type { SqliteIndexStore } from "./db/store.ts";
+import type { IndexStore, SqliteIndexStore } from "./db/store.ts";
 import { IndexWriter } from "./ingest/apply_ops.ts";
 import {
   type AccountDirectory,
@@ -48,6 +48,11 @@ import {
   RESOLVE_DID_PATH,
 } from "./ingest/sources/account_directory.ts";
 import { serveOnPort0, type TestServer, waitFor } from "../runtime/_test_helpers.ts";
+import {
+  POSTGRES_SKIP_MESSAGE,
+  type PostgresCluster,
+  startPostgres,
+} from "../runtime/_postgres.ts";
 import { toJetstreamEvent } from "./ingest/sources/_jetstream_stand_in.ts";
 
 /** A debug-level logger whose lines are kept parsed (`runtime/_test_helpers.ts`). */
@@ -644,9 +649,10 @@ export async function forgeHs256Token(claims: JwtClaims, publicKey: Uint8Array):
   return `${signingInput}.${sig}`;
 }
 
-// The query API: a real SQLite index (`:memory:`), the real write path with a controllable
-// clock, and the real app answering `app.request()`. `apply` calls the store's synchronous
-// writer (the one its async boundary wraps), so the tests' setup needs no await.
+// The query API: a real index (SQLite `:memory:`, or a fresh PostgreSQL database), the real write
+// path with a controllable clock, and the real app answering `app.request()`. On SQLite `apply`
+// calls the store's synchronous writer (the one its async boundary wraps), so it has applied the
+// ops when it returns, awaited or not; on PostgreSQL it must be awaited.
 
 /** The clock of the harness: `ms` moves by `stepMs` at every reading, and by `tick`. */
 export class TestClock {
@@ -661,14 +667,29 @@ export class TestClock {
   }
 }
 
+/** A backend of the index (`IndexStore.kind`). */
+export type Backend = "sqlite" | "postgres";
+
 /** An index with its app. */
-export interface QueryHarness extends Disposable {
+export interface QueryHarness extends Disposable, AsyncDisposable {
+  readonly backend: Backend;
+  readonly store: IndexStore;
+  /** The SQLite connection (throws on PostgreSQL: use {@link QueryHarness.rows}). */
   readonly db: DatabaseSync;
+  /** The synchronous SQLite writer (throws on PostgreSQL). */
   readonly writer: IndexWriter;
   readonly clock: TestClock;
   readonly app: Hono;
-  /** Applies ops through the write path; fails the test when any op is skipped. */
-  apply(...ops: IndexOp[]): void;
+  /**
+   * Applies ops through the write path; fails the test when any op is skipped. On SQLite the ops
+   * are applied (or the failure thrown) before it returns.
+   */
+  apply(...ops: IndexOp[]): Promise<void>;
+  /**
+   * Runs one SQL statement on either backend and answers its rows: `?` placeholders (outside
+   * quotes) become `$1`, `$2`, ... on PostgreSQL, whose `int8` values come back as numbers.
+   */
+  rows<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[]>;
   /** Sends a request to the app; returns the status, headers and parsed JSON body. */
   request(
     path: string,
@@ -677,22 +698,40 @@ export interface QueryHarness extends Disposable {
   ): Promise<{ status: number; headers: Headers; body: any }>;
 }
 
-/** Opens a harness; by default authentication is off (`APPVIEW_AUTH_REQUIRED=false`). */
-export function openQueryHarness(
-  opts: {
-    env?: Record<string, string>;
-    verifier?: TokenVerifier | null;
-    stepMs?: number;
-    batchSize?: number;
-  } = {},
-): QueryHarness {
-  const config = loadAppviewConfig({
+/** Options of {@link openQueryHarness} and {@link openHarness}. */
+export interface QueryHarnessOptions {
+  env?: Record<string, string>;
+  verifier?: TokenVerifier | null;
+  stepMs?: number;
+  batchSize?: number;
+}
+
+function harnessConfig(opts: QueryHarnessOptions) {
+  return loadAppviewConfig({
     APPVIEW_AUTH_REQUIRED: "false",
     APPVIEW_PUBLIC_URL: "http://localhost:3000",
     ...opts.env,
   });
+}
+
+function harnessClock(opts: QueryHarnessOptions): TestClock {
+  return new TestClock(Date.parse("2024-06-01T00:00:00.000Z"), opts.stepMs ?? 0);
+}
+
+async function requestJson(app: Hono, path: string, init?: RequestInit) {
+  const res = await app.request(path, init);
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text === "" ? null : JSON.parse(text) };
+}
+
+/**
+ * Opens a harness over SQLite (synchronously, for `using h = openQueryHarness()`); by default
+ * authentication is off (`APPVIEW_AUTH_REQUIRED=false`). {@link openHarness} opens either backend.
+ */
+export function openQueryHarness(opts: QueryHarnessOptions = {}): QueryHarness {
+  const config = harnessConfig(opts);
   const db = openIndexDb(":memory:");
-  const clock = new TestClock(Date.parse("2024-06-01T00:00:00.000Z"), opts.stepMs ?? 0);
+  const clock = harnessClock(opts);
   const store = openSqliteIndexStore(db, {
     now: clock.now,
     log: silentLogger,
@@ -702,25 +741,167 @@ export function openQueryHarness(
   const writer = store.syncWriter;
   const app = createAppviewApp(ctx, { verifier: opts.verifier ?? null });
   return {
+    backend: "sqlite",
+    store,
     db,
     writer,
     clock,
     app,
     apply(...ops) {
+      // Synchronous on purpose: tests that do not await still see the ops applied.
       const result = writer.applyOps(ops);
       assert.equal(result.skipped, 0, "an op was skipped");
+      return Promise.resolve();
     },
-    async request(path, init) {
-      const res = await app.request(path, init);
-      const text = await res.text();
-      return {
-        status: res.status,
-        headers: res.headers,
-        body: text === "" ? null : JSON.parse(text),
-      };
+    rows<T>(sql: string, ...params: unknown[]) {
+      const rows = db.prepare(sql).all(...(params as never[]));
+      return Promise.resolve(rows.map((r) => ({ ...r })) as T[]);
     },
+    request: (path, init) => requestJson(app, path, init),
     [Symbol.dispose]: () => db.close(),
+    [Symbol.asyncDispose]: () => Promise.resolve(db.close()),
   };
+}
+
+/** Rewrites the `?` placeholders of `sql` (outside quotes) as PostgreSQL's `$n`. */
+export function toPgPlaceholders(sql: string): string {
+  let n = 0;
+  let quote: string | null = null;
+  let out = "";
+  for (const c of sql) {
+    if (quote !== null) {
+      if (c === quote) quote = null;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+    } else if (c === "?") {
+      out += `$${++n}`;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+/** Opens a harness over `backend` (PostgreSQL: a fresh database on this file's cluster). */
+export async function openHarness(
+  backend: Backend,
+  opts: QueryHarnessOptions = {},
+): Promise<QueryHarness> {
+  if (backend === "sqlite") return openQueryHarness(opts);
+  const { openPgIndexStore } = await import("./db/pg/store.ts");
+  const config = harnessConfig(opts);
+  const clock = harnessClock(opts);
+  const store = await openPgIndexStore(await freshBackendDatabase(), {
+    now: clock.now,
+    log: silentLogger,
+    batchSize: opts.batchSize ?? 5_000,
+    poolMax: 4,
+  });
+  const ctx = createAppviewContext({ config, store, log: silentLogger, now: clock.now });
+  const app = createAppviewApp(ctx, { verifier: opts.verifier ?? null });
+  const sqliteOnly = (what: string): never => {
+    throw new Error(`h.${what} is SQLite's; on PostgreSQL use h.rows or h.store`);
+  };
+  return {
+    backend,
+    store,
+    get db(): DatabaseSync {
+      return sqliteOnly("db");
+    },
+    get writer(): IndexWriter {
+      return sqliteOnly("writer");
+    },
+    clock,
+    app,
+    async apply(...ops) {
+      const result = await store.writer.applyOps(ops);
+      assert.equal(result.skipped, 0, "an op was skipped");
+    },
+    async rows<T>(sql: string, ...params: unknown[]) {
+      const rows = await store.sql.unsafe(toPgPlaceholders(sql), params as never[]);
+      return rows.map((r) => ({ ...r })) as T[];
+    },
+    request: (path, init) => requestJson(app, path, init),
+    [Symbol.dispose]: () => sqliteOnly("[Symbol.dispose] (use await using)"),
+    [Symbol.asyncDispose]: () => store.close(),
+  };
+}
+
+// One suite over both backends (issue 40): `forEachBackend` registers a test for SQLite and one
+// for PostgreSQL. Without PostgreSQL binaries the second is ignored and the file prints how to
+// run it (POSTGRES_SKIP_MESSAGE); with `CI=true` it runs and fails instead. One throwaway cluster
+// per test file, started by the file's first PostgreSQL test and stopped by the test
+// `endBackendTests()` registers last; a fresh database per test.
+
+let pgPresent: boolean | null = null;
+let pgCluster: PostgresCluster | null = null;
+let pgDatabases = 0;
+
+/** Whether PostgreSQL's binaries look present (a synchronous look; `locatePostgres` decides). */
+function postgresPresent(): boolean {
+  if (pgPresent !== null) return pgPresent;
+  const exists = (path: string) => {
+    try {
+      return Deno.statSync(path).isFile;
+    } catch {
+      return false;
+    }
+  };
+  const fromEnv = Deno.env.get("PG_BINDIR");
+  let found: boolean;
+  if (fromEnv !== undefined && fromEnv !== "") {
+    found = exists(`${fromEnv}/initdb`);
+  } else {
+    found = (Deno.env.get("PATH") ?? "").split(":").some((d) => d !== "" && exists(`${d}/initdb`));
+    try {
+      for (const e of Deno.readDirSync("/usr/lib/postgresql")) {
+        if (exists(`/usr/lib/postgresql/${e.name}/bin/initdb`)) found = true;
+      }
+    } catch { /* no Debian install */ }
+  }
+  // Under CI the PostgreSQL half runs, and fails without an install (`locatePostgres`).
+  pgPresent = found || Deno.env.get("CI") === "true";
+  if (!pgPresent) console.warn(POSTGRES_SKIP_MESSAGE);
+  return pgPresent;
+}
+
+async function freshBackendDatabase(): Promise<string> {
+  if (pgCluster === null) {
+    const cluster = await startPostgres();
+    if (cluster === null) throw new Error(POSTGRES_SKIP_MESSAGE);
+    pgCluster = cluster;
+  }
+  return await pgCluster.createDatabase(`test_${Deno.pid}_${++pgDatabases}`);
+}
+
+/**
+ * Registers `fn` twice, as `[sqlite] name` and `[postgres] name`, each given its backend (open
+ * the index with {@link openHarness}). The PostgreSQL test is ignored without PostgreSQL, and
+ * not sanitized (the driver keeps timers per connection after `end()`).
+ */
+export function forEachBackend(name: string, fn: (backend: Backend) => Promise<void>): void {
+  Deno.test(`[sqlite] ${name}`, () => fn("sqlite"));
+  Deno.test({
+    name: `[postgres] ${name}`,
+    ignore: !postgresPresent(),
+    fn: () => fn("postgres"),
+    sanitizeResources: false,
+    sanitizeOps: false,
+  });
+}
+
+/** Registers the last test of a file using {@link forEachBackend}: it stops the file's cluster. */
+export function endBackendTests(): void {
+  Deno.test({
+    name: "(stops the file's PostgreSQL cluster)",
+    ignore: !postgresPresent(),
+    async fn() {
+      await pgCluster?.stop();
+      pgCluster = null;
+    },
+    sanitizeResources: false,
+    sanitizeOps: false,
+  });
 }
 
 /** Member names of a Post, in the order of spec 2.1. */

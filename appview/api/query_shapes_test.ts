@@ -17,7 +17,14 @@ import {
   uriOf,
 } from "../_fixtures.ts";
 import { placeholderHandle } from "../db/handles.ts";
-import { assertPostShape, openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
+import {
+  assertPostShape,
+  type Backend,
+  endBackendTests,
+  forEachBackend,
+  openHarness,
+  type QueryHarness,
+} from "../_test_helpers.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
@@ -36,9 +43,9 @@ const EMBED = {
 };
 
 /** Alice posts P1 (embed, langs); Bob replies R1; Carol replies to R1 (R2); likes, follows. */
-function seed(): QueryHarness {
-  const h = openQueryHarness({ stepMs: 1000 });
-  h.apply(
+async function seed(backend: Backend): Promise<QueryHarness> {
+  const h = await openHarness(backend, { stepMs: 1000 });
+  await h.apply(
     handleOp(ALICE, "alice.test"),
     handleOp(BOB, "bob.test"),
     profileOp(ALICE, {
@@ -59,145 +66,166 @@ function seed(): QueryHarness {
   return h;
 }
 
-Deno.test("timeline answers {posts, cursor} with full Post shapes (spec 2.1, 4.2)", async () => {
-  using h = seed();
-  const { status, body } = await h.request(`/api/timeline/home?did=${ALICE}`);
-  assert.equal(status, 200);
-  assert.deepEqual(Object.keys(body), ["posts", "cursor"]);
-  assert.equal(body.cursor, null);
-  assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [R2, R1]);
-  for (const p of body.posts) assertPostShape(p);
-  const [r2, r1] = body.posts;
-  assert.deepEqual(r1, {
-    uri: R1,
-    did: BOB,
-    handle: "bob.test",
-    rkey: "3kbbbbbbbbb22",
-    collection: COLLECTION_POST,
-    text: "hi alice",
-    cid: r1.cid,
-    parent_uri: P1,
-    root_uri: P1,
-    embed: null,
-    langs: [],
-    created_at: "2024-05-01T12:00:00.000Z",
-    like_count: 0,
-    repost_count: 0,
-    avatar_cid: null,
-  });
-  assert.equal(r2.handle, placeholderHandle(CAROL));
-  assert.ok(r2.handle.startsWith("did:plc:") && r2.handle.endsWith("\u2026"));
-});
-
-Deno.test("timeline cold start answers the newest posts when the viewer follows nobody", async () => {
-  using h = seed();
-  const { status, body } = await h.request(`/api/timeline/home?did=${CAROL}`);
-  assert.equal(status, 200);
-  assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [R2, R1, P1]);
-  const p1 = body.posts[2];
-  assertPostShape(p1);
-  assert.deepEqual(p1.embed, EMBED);
-  assert.deepEqual(p1.langs, ["en"]);
-  assert.equal(p1.like_count, 1);
-  assert.equal(p1.repost_count, 1);
-  assert.equal(p1.avatar_cid, AVATAR);
-  assert.equal(p1.handle, "alice.test");
-});
-
-Deno.test("profile by handle answers the cached profile in spec 2.4 order", async () => {
-  using h = seed();
-  const { status, body } = await h.request("/api/profile/alice.test");
-  assert.equal(status, 200);
-  assert.deepEqual(Object.keys(body), [
-    "did",
-    "handle",
-    "posts",
-    "followers",
-    "following",
-    "display_name",
-    "description",
-    "avatar_cid",
-    "banner_cid",
-    "post_count",
-  ]);
-  assert.equal(body.did, ALICE);
-  assert.equal(body.handle, "alice.test");
-  assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [P1]);
-  for (const p of body.posts) assertPostShape(p);
-  assert.equal(body.followers, 1);
-  assert.equal(body.following, 2);
-  assert.equal(body.display_name, "Alice");
-  assert.equal(body.description, "Hi there");
-  assert.equal(body.avatar_cid, AVATAR);
-  assert.equal(body.banner_cid, BANNER);
-  assert.equal(body.post_count, 1);
-});
-
-Deno.test("profile by handle matches case-insensitively and ignores a leading @", async () => {
-  using h = seed();
-  for (const handle of ["ALICE.Test", "@alice.test", "%40Alice.TEST"]) {
-    const { status, body } = await h.request(`/api/profile/${handle}`);
-    assert.equal(status, 200, handle);
-    assert.equal(body.did, ALICE, handle);
-    assert.equal(body.handle, "alice.test", handle);
-  }
-});
-
-Deno.test("profile of an unknown or placeholder handle is the synthetic empty profile", async () => {
-  using h = seed();
-  for (
-    const handle of ["nobody.test", encodeURIComponent(placeholderHandle(CAROL)), "not a handle"]
-  ) {
-    const { status, body } = await h.request(`/api/profile/${handle}`);
-    assert.equal(status, 200, handle);
-    assert.deepEqual(body, {
-      did: "",
-      handle: decodeURIComponent(handle),
-      posts: [],
-      followers: 0,
-      following: 0,
-      display_name: null,
-      description: null,
+forEachBackend(
+  "timeline answers {posts, cursor} with full Post shapes (spec 2.1, 4.2)",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request(`/api/timeline/home?did=${ALICE}`);
+    assert.equal(status, 200);
+    assert.deepEqual(Object.keys(body), ["posts", "cursor"]);
+    assert.equal(body.cursor, null);
+    assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [R2, R1]);
+    for (const p of body.posts) assertPostShape(p);
+    const [r2, r1] = body.posts;
+    assert.deepEqual(r1, {
+      uri: R1,
+      did: BOB,
+      handle: "bob.test",
+      rkey: "3kbbbbbbbbb22",
+      collection: COLLECTION_POST,
+      text: "hi alice",
+      cid: r1.cid,
+      parent_uri: P1,
+      root_uri: P1,
+      embed: null,
+      langs: [],
+      created_at: "2024-05-01T12:00:00.000Z",
+      like_count: 0,
+      repost_count: 0,
       avatar_cid: null,
-      banner_cid: null,
-      post_count: 0,
     });
-  }
-});
+    assert.equal(r2.handle, placeholderHandle(CAROL));
+    assert.ok(r2.handle.startsWith("did:plc:") && r2.handle.endsWith("\u2026"));
+  },
+);
 
-Deno.test("profile by did serves accounts without handle or profile record", async () => {
-  using h = seed();
-  const { status, body } = await h.request(`/api/profile?did=${CAROL}`);
-  assert.equal(status, 200);
-  assert.equal(body.did, CAROL);
-  assert.equal(body.handle, placeholderHandle(CAROL));
-  assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [R2]);
-  assert.equal(body.followers, 1);
-  assert.equal(body.following, 0);
-  assert.equal(body.display_name, null);
-  assert.equal(body.post_count, 1);
-  const unknown = await h.request(`/api/profile?did=${didOf("zed")}`);
-  assert.equal(unknown.status, 200);
-  assert.equal(unknown.body.did, "");
-  assert.deepEqual(unknown.body.posts, []);
-});
+forEachBackend(
+  "timeline cold start answers the newest posts when the viewer follows nobody",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request(`/api/timeline/home?did=${CAROL}`);
+    assert.equal(status, 200);
+    assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [R2, R1, P1]);
+    const p1 = body.posts[2];
+    assertPostShape(p1);
+    assert.deepEqual(p1.embed, EMBED);
+    assert.deepEqual(p1.langs, ["en"]);
+    assert.equal(p1.like_count, 1);
+    assert.equal(p1.repost_count, 1);
+    assert.equal(p1.avatar_cid, AVATAR);
+    assert.equal(p1.handle, "alice.test");
+  },
+);
 
-Deno.test("profile post_count is a live count when there is no cache row (spec 2.4)", async () => {
-  using h = openQueryHarness();
-  const dave = didOf("dave");
-  for (let i = 0; i < 60; i++) {
-    h.apply(postOp(dave, `3kdave${String(i).padStart(7, "0")}`, `p${i}`));
-  }
-  h.db.prepare("DELETE FROM profiles WHERE did = ?").run(dave);
-  const { body } = await h.request(`/api/profile?did=${dave}`);
-  assert.equal(body.posts.length, 50);
-  assert.equal(body.post_count, 60);
-  h.db.prepare("INSERT INTO profiles (did, post_count) VALUES (?, 7)").run(dave);
-  assert.equal((await h.request(`/api/profile?did=${dave}`)).body.post_count, 7);
-});
+forEachBackend(
+  "profile by handle answers the cached profile in spec 2.4 order",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request("/api/profile/alice.test");
+    assert.equal(status, 200);
+    assert.deepEqual(Object.keys(body), [
+      "did",
+      "handle",
+      "posts",
+      "followers",
+      "following",
+      "display_name",
+      "description",
+      "avatar_cid",
+      "banner_cid",
+      "post_count",
+    ]);
+    assert.equal(body.did, ALICE);
+    assert.equal(body.handle, "alice.test");
+    assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [P1]);
+    for (const p of body.posts) assertPostShape(p);
+    assert.equal(body.followers, 1);
+    assert.equal(body.following, 2);
+    assert.equal(body.display_name, "Alice");
+    assert.equal(body.description, "Hi there");
+    assert.equal(body.avatar_cid, AVATAR);
+    assert.equal(body.banner_cid, BANNER);
+    assert.equal(body.post_count, 1);
+  },
+);
 
-Deno.test("search answers {posts, q, cursor}, newest first", async () => {
-  using h = seed();
+forEachBackend(
+  "profile by handle matches case-insensitively and ignores a leading @",
+  async (backend) => {
+    await using h = await seed(backend);
+    for (const handle of ["ALICE.Test", "@alice.test", "%40Alice.TEST"]) {
+      const { status, body } = await h.request(`/api/profile/${handle}`);
+      assert.equal(status, 200, handle);
+      assert.equal(body.did, ALICE, handle);
+      assert.equal(body.handle, "alice.test", handle);
+    }
+  },
+);
+
+forEachBackend(
+  "profile of an unknown or placeholder handle is the synthetic empty profile",
+  async (backend) => {
+    await using h = await seed(backend);
+    for (
+      const handle of ["nobody.test", encodeURIComponent(placeholderHandle(CAROL)), "not a handle"]
+    ) {
+      const { status, body } = await h.request(`/api/profile/${handle}`);
+      assert.equal(status, 200, handle);
+      assert.deepEqual(body, {
+        did: "",
+        handle: decodeURIComponent(handle),
+        posts: [],
+        followers: 0,
+        following: 0,
+        display_name: null,
+        description: null,
+        avatar_cid: null,
+        banner_cid: null,
+        post_count: 0,
+      });
+    }
+  },
+);
+
+forEachBackend(
+  "profile by did serves accounts without handle or profile record",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request(`/api/profile?did=${CAROL}`);
+    assert.equal(status, 200);
+    assert.equal(body.did, CAROL);
+    assert.equal(body.handle, placeholderHandle(CAROL));
+    assert.deepEqual(body.posts.map((p: { uri: string }) => p.uri), [R2]);
+    assert.equal(body.followers, 1);
+    assert.equal(body.following, 0);
+    assert.equal(body.display_name, null);
+    assert.equal(body.post_count, 1);
+    const unknown = await h.request(`/api/profile?did=${didOf("zed")}`);
+    assert.equal(unknown.status, 200);
+    assert.equal(unknown.body.did, "");
+    assert.deepEqual(unknown.body.posts, []);
+  },
+);
+
+forEachBackend(
+  "profile post_count is a live count when there is no cache row (spec 2.4)",
+  async (backend) => {
+    await using h = await openHarness(backend);
+    const dave = didOf("dave");
+    for (let i = 0; i < 60; i++) {
+      await h.apply(postOp(dave, `3kdave${String(i).padStart(7, "0")}`, `p${i}`));
+    }
+    await h.rows("DELETE FROM profiles WHERE did = ?", dave);
+    const { body } = await h.request(`/api/profile?did=${dave}`);
+    assert.equal(body.posts.length, 50);
+    assert.equal(body.post_count, 60);
+    await h.rows("INSERT INTO profiles (did, post_count) VALUES (?, 7)", dave);
+    assert.equal((await h.request(`/api/profile?did=${dave}`)).body.post_count, 7);
+  },
+);
+
+forEachBackend("search answers {posts, q, cursor}, newest first", async (backend) => {
+  await using h = await seed(backend);
   const { status, body } = await h.request("/api/search?q=alice");
   assert.equal(status, 200);
   assert.deepEqual(Object.keys(body), ["posts", "q", "cursor"]);
@@ -208,120 +236,137 @@ Deno.test("search answers {posts, q, cursor}, newest first", async () => {
   assert.deepEqual(both.body.posts.map((p: { uri: string }) => p.uri), [P1]);
 });
 
-Deno.test("search treats quotes, operators and unbalanced syntax as plain words", async () => {
-  using h = seed();
-  const inputs = [
-    '"',
-    'hello"',
-    "hello AND",
-    "NOT hello",
-    "hello OR",
-    "(hello",
-    "hello)",
-    "hello*",
-    "^hello",
-    "text:hello",
-    "NEAR(hello world)",
-    "-",
-    "hello -",
-    "''",
-    "hello\u0000",
-    "}{][",
-  ];
-  for (const q of inputs) {
-    const { status, body } = await h.request(`/api/search?q=${encodeURIComponent(q)}`);
-    assert.equal(status, 200, q);
-    assert.equal(body.q, q);
-    assert.ok(Array.isArray(body.posts), q);
-  }
-  const quoted = await h.request(`/api/search?q=${encodeURIComponent('"hello" (world')}`);
-  assert.deepEqual(quoted.body.posts.map((p: { uri: string }) => p.uri), [P1]);
-  const empty = await h.request("/api/search?q=");
-  assert.deepEqual(empty.body, { posts: [], q: "", cursor: null });
-});
+forEachBackend(
+  "search treats quotes, operators and unbalanced syntax as plain words",
+  async (backend) => {
+    await using h = await seed(backend);
+    const inputs = [
+      '"',
+      'hello"',
+      "hello AND",
+      "NOT hello",
+      "hello OR",
+      "(hello",
+      "hello)",
+      "hello*",
+      "^hello",
+      "text:hello",
+      "NEAR(hello world)",
+      "-",
+      "hello -",
+      "''",
+      "hello\u0000",
+      "}{][",
+    ];
+    for (const q of inputs) {
+      const { status, body } = await h.request(`/api/search?q=${encodeURIComponent(q)}`);
+      assert.equal(status, 200, q);
+      assert.equal(body.q, q);
+      assert.ok(Array.isArray(body.posts), q);
+    }
+    const quoted = await h.request(`/api/search?q=${encodeURIComponent('"hello" (world')}`);
+    assert.deepEqual(quoted.body.posts.map((p: { uri: string }) => p.uri), [P1]);
+    const empty = await h.request("/api/search?q=");
+    assert.deepEqual(empty.body, { posts: [], q: "", cursor: null });
+  },
+);
 
-Deno.test("post by URI in the path answers ThreadResponse with parent and root (spec 2.8)", async () => {
-  using h = seed();
-  const { status, body } = await h.request(`/api/post/${R2}`);
-  assert.equal(status, 200);
-  assert.deepEqual(Object.keys(body), ["post", "thread", "like_count", "repost_count"]);
-  assertPostShape(body.post);
-  assert.equal(body.post.uri, R2);
-  assert.deepEqual(Object.keys(body.thread), ["parent", "root"]);
-  assert.equal(body.thread.parent.uri, R1);
-  assert.equal(body.thread.root.uri, P1);
-  assertPostShape(body.thread.parent);
-  assert.equal(body.like_count, 0);
-  assert.equal(body.repost_count, 0);
-  const top = await h.request(`/api/post/${encodeURIComponent(P1)}`);
-  assert.equal(top.body.post.uri, P1);
-  assert.deepEqual(top.body.thread, { parent: null, root: null });
-  assert.equal(top.body.like_count, 1);
-  assert.equal(top.body.repost_count, 1);
-});
+forEachBackend(
+  "post by URI in the path answers ThreadResponse with parent and root (spec 2.8)",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request(`/api/post/${R2}`);
+    assert.equal(status, 200);
+    assert.deepEqual(Object.keys(body), ["post", "thread", "like_count", "repost_count"]);
+    assertPostShape(body.post);
+    assert.equal(body.post.uri, R2);
+    assert.deepEqual(Object.keys(body.thread), ["parent", "root"]);
+    assert.equal(body.thread.parent.uri, R1);
+    assert.equal(body.thread.root.uri, P1);
+    assertPostShape(body.thread.parent);
+    assert.equal(body.like_count, 0);
+    assert.equal(body.repost_count, 0);
+    const top = await h.request(`/api/post/${encodeURIComponent(P1)}`);
+    assert.equal(top.body.post.uri, P1);
+    assert.deepEqual(top.body.thread, { parent: null, root: null });
+    assert.equal(top.body.like_count, 1);
+    assert.equal(top.body.repost_count, 1);
+  },
+);
 
-Deno.test("post not indexed answers post null and no counters (spec 4.2 rule 4)", async () => {
-  using h = seed();
-  const missing = uriOf(BOB, COLLECTION_POST, "3kmissing0022");
-  const { status, body } = await h.request(`/api/post/${missing}`);
-  assert.equal(status, 200);
-  assert.deepEqual(body, { post: null, thread: { parent: null, root: null } });
-});
+forEachBackend(
+  "post not indexed answers post null and no counters (spec 4.2 rule 4)",
+  async (backend) => {
+    await using h = await seed(backend);
+    const missing = uriOf(BOB, COLLECTION_POST, "3kmissing0022");
+    const { status, body } = await h.request(`/api/post/${missing}`);
+    assert.equal(status, 200);
+    assert.deepEqual(body, { post: null, thread: { parent: null, root: null } });
+  },
+);
 
-Deno.test("thread answers ThreadFullResponse; viewer flags only with viewerDid (spec 2.8)", async () => {
-  using h = seed();
-  for (const path of [`/api/thread?uri=${encodeURIComponent(P1)}`, `/api/thread/${P1}`]) {
-    const { status, body } = await h.request(path);
-    assert.equal(status, 200, path);
-    assert.deepEqual(Object.keys(body), [
-      "post",
-      "parents",
-      "root",
-      "replies",
-      "like_count",
-      "repost_count",
-    ]);
-    assert.equal(body.post.uri, P1);
-    assert.deepEqual(body.parents, []);
-    assert.equal(body.root, null);
-    assert.deepEqual(body.replies.map((p: { uri: string }) => p.uri), [R1]);
-    assert.equal(body.like_count, 1);
-    assert.equal(body.repost_count, 1);
-  }
-  const bob = await h.request(`/api/thread?uri=${encodeURIComponent(P1)}&viewerDid=${BOB}`);
-  assert.equal(bob.body.viewer_liked, true);
-  assert.equal(bob.body.viewer_reposted, false);
-  const carol = await h.request(`/api/thread/${P1}?viewerDid=${CAROL}`);
-  assert.equal(carol.body.viewer_liked, false);
-  assert.equal(carol.body.viewer_reposted, true);
-  const leaf = await h.request(`/api/thread/${R2}`);
-  assert.deepEqual(leaf.body.parents.map((p: { uri: string }) => p.uri), [P1, R1]);
-  assert.equal(leaf.body.root.uri, P1);
-  for (const p of [...leaf.body.parents, leaf.body.root, leaf.body.post]) assertPostShape(p);
-  const missing = await h.request(
-    `/api/thread/${uriOf(BOB, COLLECTION_POST, "3kmissing0022")}?viewerDid=${BOB}`,
-  );
-  assert.deepEqual(missing.body, { post: null, parents: [], root: null, replies: [] });
-});
+forEachBackend(
+  "thread answers ThreadFullResponse; viewer flags only with viewerDid (spec 2.8)",
+  async (backend) => {
+    await using h = await seed(backend);
+    for (const path of [`/api/thread?uri=${encodeURIComponent(P1)}`, `/api/thread/${P1}`]) {
+      const { status, body } = await h.request(path);
+      assert.equal(status, 200, path);
+      assert.deepEqual(Object.keys(body), [
+        "post",
+        "parents",
+        "root",
+        "replies",
+        "like_count",
+        "repost_count",
+      ]);
+      assert.equal(body.post.uri, P1);
+      assert.deepEqual(body.parents, []);
+      assert.equal(body.root, null);
+      assert.deepEqual(body.replies.map((p: { uri: string }) => p.uri), [R1]);
+      assert.equal(body.like_count, 1);
+      assert.equal(body.repost_count, 1);
+    }
+    const bob = await h.request(`/api/thread?uri=${encodeURIComponent(P1)}&viewerDid=${BOB}`);
+    assert.equal(bob.body.viewer_liked, true);
+    assert.equal(bob.body.viewer_reposted, false);
+    const carol = await h.request(`/api/thread/${P1}?viewerDid=${CAROL}`);
+    assert.equal(carol.body.viewer_liked, false);
+    assert.equal(carol.body.viewer_reposted, true);
+    const leaf = await h.request(`/api/thread/${R2}`);
+    assert.deepEqual(leaf.body.parents.map((p: { uri: string }) => p.uri), [P1, R1]);
+    assert.equal(leaf.body.root.uri, P1);
+    for (const p of [...leaf.body.parents, leaf.body.root, leaf.body.post]) assertPostShape(p);
+    const missing = await h.request(
+      `/api/thread/${uriOf(BOB, COLLECTION_POST, "3kmissing0022")}?viewerDid=${BOB}`,
+    );
+    assert.deepEqual(missing.body, { post: null, parents: [], root: null, replies: [] });
+  },
+);
 
-Deno.test("thread of a 25-deep reply chain answers 20 parents root-first (spec 4.2 rule 5)", async () => {
-  using h = openQueryHarness({ stepMs: 1 });
-  const uris: string[] = [];
-  for (let i = 0; i < 26; i++) {
-    const rkey = `3kchain${String(i).padStart(6, "0")}`;
-    h.apply(postOp(BOB, rkey, `level ${i}`, i === 0 ? {} : { parent: uris[i - 1], root: uris[0] }));
-    uris.push(uriOf(BOB, COLLECTION_POST, rkey));
-  }
-  const { body } = await h.request(`/api/thread/${uris[25]}`);
-  assert.equal(body.parents.length, 20);
-  assert.deepEqual(body.parents.map((p: { uri: string }) => p.uri), uris.slice(5, 25));
-  assert.equal(body.parents[0].parent_uri, uris[4]);
-  assert.equal(body.parents[19].uri, uris[24]);
-  assert.equal(body.root.uri, uris[0]);
-});
+forEachBackend(
+  "thread of a 25-deep reply chain answers 20 parents root-first (spec 4.2 rule 5)",
+  async (backend) => {
+    await using h = await openHarness(backend, { stepMs: 1 });
+    const uris: string[] = [];
+    for (let i = 0; i < 26; i++) {
+      const rkey = `3kchain${String(i).padStart(6, "0")}`;
+      await h.apply(
+        postOp(BOB, rkey, `level ${i}`, i === 0 ? {} : { parent: uris[i - 1], root: uris[0] }),
+      );
+      uris.push(uriOf(BOB, COLLECTION_POST, rkey));
+    }
+    const { body } = await h.request(`/api/thread/${uris[25]}`);
+    assert.equal(body.parents.length, 20);
+    assert.deepEqual(body.parents.map((p: { uri: string }) => p.uri), uris.slice(5, 25));
+    assert.equal(body.parents[0].parent_uri, uris[4]);
+    assert.equal(body.parents[19].uri, uris[24]);
+    assert.equal(body.root.uri, uris[0]);
+  },
+);
 
-Deno.test("notifications answer hydrated spec 2.7 shapes, newest first", async () => {
-  using h = seed();
+forEachBackend("notifications answer hydrated spec 2.7 shapes, newest first", async (backend) => {
+  await using h = await seed(backend);
   const { status, body } = await h.request(`/api/notifications?did=${ALICE}`);
   assert.equal(status, 200);
   assert.deepEqual(Object.keys(body), ["notifications", "cursor"]);
@@ -373,8 +418,8 @@ Deno.test("notifications answer hydrated spec 2.7 shapes, newest first", async (
   assert.ok(follow.indexed_at > repost.indexed_at);
 });
 
-Deno.test("notifications count and seen follow spec 3.1", async () => {
-  using h = seed();
+forEachBackend("notifications count and seen follow spec 3.1", async (backend) => {
+  await using h = await seed(backend);
   const count = async () => (await h.request(`/api/notifications/count?did=${ALICE}`)).body;
   assert.deepEqual(await count(), { count: 4 });
   const list = (await h.request(`/api/notifications?did=${ALICE}`)).body.notifications;
@@ -400,8 +445,8 @@ Deno.test("notifications count and seen follow spec 3.1", async () => {
   for (const n of after) assert.equal(typeof n.read_at, "string");
 });
 
-Deno.test("followers and following answer actor cards (spec 2.6)", async () => {
-  using h = seed();
+forEachBackend("followers and following answer actor cards (spec 2.6)", async (backend) => {
+  await using h = await seed(backend);
   const followers = await h.request(`/api/followers?did=${ALICE}`);
   assert.equal(followers.status, 200);
   assert.deepEqual(followers.body, {
@@ -422,63 +467,66 @@ Deno.test("followers and following answer actor cards (spec 2.6)", async () => {
   ]);
 });
 
-Deno.test("invalid parameters answer 400 InvalidRequest naming the parameter", async () => {
-  using h = seed();
-  const cases: [string, RegExp][] = [
-    ["/api/timeline/home", /did/],
-    ["/api/timeline/home?did=alice", /Invalid did: alice/],
-    [`/api/timeline/home?did=${ALICE}&limit=0`, /Invalid limit: 0/],
-    [`/api/timeline/home?did=${ALICE}&limit=abc`, /Invalid limit: abc/],
-    [`/api/timeline/home?did=${ALICE}&limit=-5`, /Invalid limit: -5/],
-    [`/api/timeline/home?did=${ALICE}&cursor=!!`, /Invalid cursor: !!/],
-    [`/api/timeline/home?did=${ALICE}&cursor=bm90LWpzb24`, /Invalid cursor/],
-    [`/api/notifications?did=${ALICE}&cursor=WyJ4IiwxXQ`, /Invalid cursor/],
-    ["/api/notifications", /did/],
-    ["/api/notifications/count", /did/],
-    ["/api/followers", /did/],
-    ["/api/following?did=x", /Invalid did/],
-    ["/api/search", /Missing required parameter: q/],
-    ["/api/search?q=a&limit=1.5", /Invalid limit/],
-    ["/api/search?q=a&cursor=WyJ4Il0", /Invalid cursor/],
-    ["/api/profile", /Missing required parameter: did/],
-    ["/api/thread", /Missing required parameter: uri/],
-    ["/api/thread?uri=nope", /Invalid uri: nope/],
-    [`/api/thread?uri=${encodeURIComponent(P1)}&viewerDid=bob`, /Invalid viewerDid: bob/],
-    ["/api/post/at://not-a-did", /Invalid uri/],
-  ];
-  for (const [path, message] of cases) {
-    const { status, body } = await h.request(path);
-    assert.equal(status, 400, path);
-    assert.equal(body.error, "InvalidRequest", path);
-    assert.match(body.message, message, path);
-  }
-  const seen = async (payload: string) =>
-    await h.request("/api/notifications/seen", { method: "POST", body: payload });
-  for (
-    const [payload, message] of [
-      ["{", /not valid JSON/],
-      ["[]", /not a JSON object/],
-      [JSON.stringify({ seenAt: null }), /did/],
-      [JSON.stringify({ did: ALICE }), /seenAt/],
-      [JSON.stringify({ did: ALICE, seenAt: "yesterday" }), /Invalid seenAt/],
-      [JSON.stringify({ did: ALICE, seenAt: 5 }), /Invalid seenAt/],
-    ] as const
-  ) {
-    const { status, body } = await seen(payload);
-    assert.equal(status, 400, payload);
-    assert.equal(body.error, "InvalidRequest", payload);
-    assert.match(body.message, message, payload);
-  }
-  const big = await seen(JSON.stringify({ did: ALICE, seenAt: null, pad: "x".repeat(20_000) }));
-  assert.equal(big.status, 413);
-  assert.equal(big.body.error, "PayloadTooLarge");
-});
+forEachBackend(
+  "invalid parameters answer 400 InvalidRequest naming the parameter",
+  async (backend) => {
+    await using h = await seed(backend);
+    const cases: [string, RegExp][] = [
+      ["/api/timeline/home", /did/],
+      ["/api/timeline/home?did=alice", /Invalid did: alice/],
+      [`/api/timeline/home?did=${ALICE}&limit=0`, /Invalid limit: 0/],
+      [`/api/timeline/home?did=${ALICE}&limit=abc`, /Invalid limit: abc/],
+      [`/api/timeline/home?did=${ALICE}&limit=-5`, /Invalid limit: -5/],
+      [`/api/timeline/home?did=${ALICE}&cursor=!!`, /Invalid cursor: !!/],
+      [`/api/timeline/home?did=${ALICE}&cursor=bm90LWpzb24`, /Invalid cursor/],
+      [`/api/notifications?did=${ALICE}&cursor=WyJ4IiwxXQ`, /Invalid cursor/],
+      ["/api/notifications", /did/],
+      ["/api/notifications/count", /did/],
+      ["/api/followers", /did/],
+      ["/api/following?did=x", /Invalid did/],
+      ["/api/search", /Missing required parameter: q/],
+      ["/api/search?q=a&limit=1.5", /Invalid limit/],
+      ["/api/search?q=a&cursor=WyJ4Il0", /Invalid cursor/],
+      ["/api/profile", /Missing required parameter: did/],
+      ["/api/thread", /Missing required parameter: uri/],
+      ["/api/thread?uri=nope", /Invalid uri: nope/],
+      [`/api/thread?uri=${encodeURIComponent(P1)}&viewerDid=bob`, /Invalid viewerDid: bob/],
+      ["/api/post/at://not-a-did", /Invalid uri/],
+    ];
+    for (const [path, message] of cases) {
+      const { status, body } = await h.request(path);
+      assert.equal(status, 400, path);
+      assert.equal(body.error, "InvalidRequest", path);
+      assert.match(body.message, message, path);
+    }
+    const seen = async (payload: string) =>
+      await h.request("/api/notifications/seen", { method: "POST", body: payload });
+    for (
+      const [payload, message] of [
+        ["{", /not valid JSON/],
+        ["[]", /not a JSON object/],
+        [JSON.stringify({ seenAt: null }), /did/],
+        [JSON.stringify({ did: ALICE }), /seenAt/],
+        [JSON.stringify({ did: ALICE, seenAt: "yesterday" }), /Invalid seenAt/],
+        [JSON.stringify({ did: ALICE, seenAt: 5 }), /Invalid seenAt/],
+      ] as const
+    ) {
+      const { status, body } = await seen(payload);
+      assert.equal(status, 400, payload);
+      assert.equal(body.error, "InvalidRequest", payload);
+      assert.match(body.message, message, payload);
+    }
+    const big = await seen(JSON.stringify({ did: ALICE, seenAt: null, pad: "x".repeat(20_000) }));
+    assert.equal(big.status, 413);
+    assert.equal(big.body.error, "PayloadTooLarge");
+  },
+);
 
-Deno.test("limit above 100 is served as 100", async () => {
-  using h = openQueryHarness({ stepMs: 1 });
+forEachBackend("limit above 100 is served as 100", async (backend) => {
+  await using h = await openHarness(backend, { stepMs: 1 });
   const ops = [];
   for (let i = 0; i < 120; i++) ops.push(postOp(BOB, `3kcap${String(i).padStart(8, "0")}`, "x"));
-  h.apply(...ops);
+  await h.apply(...ops);
   for (const limit of ["1000", "10000000000", "9".repeat(400)]) {
     const { status, body } = await h.request(`/api/timeline/home?did=${ALICE}&limit=${limit}`);
     assert.equal(status, 200, limit);
@@ -487,41 +535,46 @@ Deno.test("limit above 100 is served as 100", async () => {
   }
 });
 
-Deno.test("a known path with the wrong method is 405 naming the allowed ones; an unknown path 404", async () => {
-  using h = openQueryHarness();
-  const cases: [string, string, number, Record<string, string>, string | null][] = [
-    ["PUT", "/api/search", 405, {
-      error: "MethodNotAllowed",
-      message: "Method PUT is not allowed on /api/search; use GET",
-    }, "GET"],
-    ["GET", "/api/notifications/seen", 405, {
-      error: "MethodNotAllowed",
-      message: "Method GET is not allowed on /api/notifications/seen; use POST",
-    }, "POST"],
-    ["DELETE", "/api/profile/alice.test", 405, {
-      error: "MethodNotAllowed",
-      message: "Method DELETE is not allowed on /api/profile/alice.test; use GET",
-    }, "GET"],
-    ["PUT", "/api/post", 405, {
-      error: "MethodNotAllowed",
-      message: "Method PUT is not allowed on /api/post; use GET",
-    }, "GET"],
-    [
-      "GET",
-      "/api/nothing",
-      404,
-      { error: "NotFound", message: "No route: GET /api/nothing" },
-      null,
-    ],
-    ["POST", "/api/profile/a/b", 404, {
-      error: "NotFound",
-      message: "No route: POST /api/profile/a/b",
-    }, null],
-  ];
-  for (const [method, path, status, body, allow] of cases) {
-    const res = await h.request(path, { method });
-    assert.equal(res.status, status, path);
-    assert.deepEqual(res.body, body, path);
-    assert.equal(res.headers.get("allow"), allow, path);
-  }
-});
+forEachBackend(
+  "a known path with the wrong method is 405 naming the allowed ones; an unknown path 404",
+  async (backend) => {
+    await using h = await openHarness(backend);
+    const cases: [string, string, number, Record<string, string>, string | null][] = [
+      ["PUT", "/api/search", 405, {
+        error: "MethodNotAllowed",
+        message: "Method PUT is not allowed on /api/search; use GET",
+      }, "GET"],
+      ["GET", "/api/notifications/seen", 405, {
+        error: "MethodNotAllowed",
+        message: "Method GET is not allowed on /api/notifications/seen; use POST",
+      }, "POST"],
+      ["DELETE", "/api/profile/alice.test", 405, {
+        error: "MethodNotAllowed",
+        message: "Method DELETE is not allowed on /api/profile/alice.test; use GET",
+      }, "GET"],
+      ["PUT", "/api/post", 405, {
+        error: "MethodNotAllowed",
+        message: "Method PUT is not allowed on /api/post; use GET",
+      }, "GET"],
+      [
+        "GET",
+        "/api/nothing",
+        404,
+        { error: "NotFound", message: "No route: GET /api/nothing" },
+        null,
+      ],
+      ["POST", "/api/profile/a/b", 404, {
+        error: "NotFound",
+        message: "No route: POST /api/profile/a/b",
+      }, null],
+    ];
+    for (const [method, path, status, body, allow] of cases) {
+      const res = await h.request(path, { method });
+      assert.equal(res.status, status, path);
+      assert.deepEqual(res.body, body, path);
+      assert.equal(res.headers.get("allow"), allow, path);
+    }
+  },
+);
+
+endBackendTests();
