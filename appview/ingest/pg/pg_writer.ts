@@ -718,9 +718,19 @@ class TxState {
   }
 }
 
+/**
+ * `prepareOp` of ops `[start, end)`. An op it throws on (input the types rule out) is skipped as
+ * `apply_error`, as SQLite's write path skips an op whose indexing throws.
+ */
 function prepareAll(ops: readonly IndexOp[], start: number, end: number): PreparedOp[] {
   const out: PreparedOp[] = new Array(end - start);
-  for (let i = start; i < end; i++) out[i - start] = prepareOp(ops[i]);
+  for (let i = start; i < end; i++) {
+    try {
+      out[i - start] = prepareOp(ops[i]);
+    } catch (e) {
+      out[i - start] = { type: "skip", skip: { reason: "apply_error", detail: String(e) } };
+    }
+  }
   return out;
 }
 
