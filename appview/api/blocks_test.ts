@@ -8,8 +8,13 @@
 import assert from "node:assert/strict";
 import { COLLECTION_BLOCK } from "../../shared/nsid.ts";
 import { blockOp, deleteOp, likeOp, safetyWorld } from "../_fixtures.ts";
-import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
-import { createViews } from "../views/views.ts";
+import {
+  type Backend,
+  endBackendTests,
+  forEachBackend,
+  openHarness,
+  type QueryHarness,
+} from "../_test_helpers.ts";
 
 // ALICE the blocker; BOB blocked by Alice; CAROL neither; DAVE follows nobody: the cold-start
 // timeline; BR Bob's reply to A1; CR Carol's reply to BR; C1 Carol's post.
@@ -17,9 +22,9 @@ const WORLD = safetyWorld();
 const { ALICE, BOB, CAROL, DAVE, A1, B1, BR, CR, C1 } = WORLD;
 const BLOCK = "3kblock000022";
 
-function seed(): QueryHarness {
-  const h = openQueryHarness({ stepMs: 1000 });
-  h.apply(
+async function seed(backend: Backend): Promise<QueryHarness> {
+  const h = await openHarness(backend, { stepMs: 1000 });
+  await h.apply(
     ...WORLD.ops,
     likeOp(ALICE, "3klike0000122", B1),
   );
@@ -35,10 +40,11 @@ async function everyView(h: QueryHarness) {
     assert.equal(res.status, 200, path);
     return res.body;
   };
-  const views = createViews(h.db);
-  const strategies = (["per_followee", "global_scan"] as const).map((strategy) =>
-    views.timeline.home(ALICE, { limit: 30, cursor: null, strategy }).rows.map((r) => r.uri)
-  );
+  const strategies = [];
+  for (const strategy of ["per_followee", "global_scan"] as const) {
+    const page = await h.store.views.timeline.home(ALICE, { limit: 30, cursor: null, strategy });
+    strategies.push(page.rows.map((r) => r.uri));
+  }
   const thread = await get(`/api/thread?uri=${CR}&viewerDid=${ALICE}`);
   const notes = await get(`/api/notifications?did=${ALICE}`);
   return {
@@ -106,55 +112,63 @@ const UNBLOCKED = {
   carolFollowingPublic: 2,
 };
 
-Deno.test("a block hides each account from the other in every view, until it is deleted", async () => {
-  using h = seed();
-  assert.deepEqual(await everyView(h), UNBLOCKED);
+forEachBackend(
+  "a block hides each account from the other in every view, until it is deleted",
+  async (backend) => {
+    await using h = await seed(backend);
+    assert.deepEqual(await everyView(h), UNBLOCKED);
 
-  h.apply(blockOp(ALICE, BLOCK, BOB));
-  assert.deepEqual(await everyView(h), {
-    ...UNBLOCKED,
-    // Carol's reply to Bob stays: her post, whose parent shows as unavailable in its thread.
-    aliceTimeline: [C1, CR],
-    aliceTimelineStrategies: [[C1, CR], [C1, CR]],
-    bobTimeline: [],
-    bobProfileForAlice: [],
-    aliceProfileForBob: [],
-    searchForAlice: [C1, CR, A1],
-    aliceThread: [],
-    // The chain ends at Bob's reply: Carol's reply shows its parent as unavailable.
-    carolThreadForAlice: { parents: [], root: A1, ancestor_blocked: true },
-    bobPostForAlice: { post: null, blocked: true },
-    bobPostShortForAlice: { post: null, blocked: true },
-    aliceNotifications: ["follow carol"],
-    aliceUnread: 1,
-    bobNotifications: 2,
-    bobUnread: 2,
-    carolFollowersForBob: [],
-    carolFollowingForBob: [BOB],
-  });
+    await h.apply(blockOp(ALICE, BLOCK, BOB));
+    assert.deepEqual(await everyView(h), {
+      ...UNBLOCKED,
+      // Carol's reply to Bob stays: her post, whose parent shows as unavailable in its thread.
+      aliceTimeline: [C1, CR],
+      aliceTimelineStrategies: [[C1, CR], [C1, CR]],
+      bobTimeline: [],
+      bobProfileForAlice: [],
+      aliceProfileForBob: [],
+      searchForAlice: [C1, CR, A1],
+      aliceThread: [],
+      // The chain ends at Bob's reply: Carol's reply shows its parent as unavailable.
+      carolThreadForAlice: { parents: [], root: A1, ancestor_blocked: true },
+      bobPostForAlice: { post: null, blocked: true },
+      bobPostShortForAlice: { post: null, blocked: true },
+      aliceNotifications: ["follow carol"],
+      aliceUnread: 1,
+      bobNotifications: 2,
+      bobUnread: 2,
+      carolFollowersForBob: [],
+      carolFollowingForBob: [BOB],
+    });
 
-  h.apply(deleteOp(ALICE, COLLECTION_BLOCK, BLOCK));
-  assert.deepEqual(await everyView(h), UNBLOCKED);
-});
+    await h.apply(deleteOp(ALICE, COLLECTION_BLOCK, BLOCK));
+    assert.deepEqual(await everyView(h), UNBLOCKED);
+  },
+);
 
-Deno.test("the blocked account's view of the blocker's thread: the root is unavailable", async () => {
-  using h = seed();
-  h.apply(blockOp(ALICE, BLOCK, BOB));
-  const { body } = await h.request(`/api/thread?uri=${CR}&viewerDid=${BOB}`);
-  // Bob sees his own reply, but not Alice's post above it, which is also the root.
-  assert.deepEqual(uris(body.parents), [BR]);
-  assert.equal(body.root, null);
-  assert.equal(body.ancestor_blocked, true);
-  const short = await h.request(`/api/post/${BR}?viewerDid=${BOB}`);
-  assert.equal(short.body.post.uri, BR);
-  assert.deepEqual(short.body.thread, { parent: null, root: null });
-});
+forEachBackend(
+  "the blocked account's view of the blocker's thread: the root is unavailable",
+  async (backend) => {
+    await using h = await seed(backend);
+    await h.apply(blockOp(ALICE, BLOCK, BOB));
+    const { body } = await h.request(`/api/thread?uri=${CR}&viewerDid=${BOB}`);
+    // Bob sees his own reply, but not Alice's post above it, which is also the root.
+    assert.deepEqual(uris(body.parents), [BR]);
+    assert.equal(body.root, null);
+    assert.equal(body.ancestor_blocked, true);
+    const short = await h.request(`/api/post/${BR}?viewerDid=${BOB}`);
+    assert.equal(short.body.post.uri, BR);
+    assert.deepEqual(short.body.thread, { parent: null, root: null });
+  },
+);
 
-Deno.test("an invalid viewerDid is 400 InvalidRequest naming it", async () => {
-  using h = seed();
+forEachBackend("an invalid viewerDid is 400 InvalidRequest naming it", async (backend) => {
+  await using h = await seed(backend);
   for (const path of ["/api/profile?did=" + BOB, "/api/search?q=post", `/api/post/${B1}`]) {
     const { status, body } = await h.request(`${path}${path.includes("?") ? "&" : "?"}viewerDid=x`);
     assert.equal(status, 400, path);
     assert.deepEqual(body, { error: "InvalidRequest", message: "Invalid viewerDid: x" });
   }
 });
+
+endBackendTests();
