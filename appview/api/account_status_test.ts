@@ -8,17 +8,22 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { accountStatusOp, didOf, postOp, safetyWorld, uriOf } from "../_fixtures.ts";
-import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
-import { createViews } from "../views/views.ts";
+import {
+  type Backend,
+  endBackendTests,
+  forEachBackend,
+  openHarness,
+  type QueryHarness,
+} from "../_test_helpers.ts";
 
 // ALICE the viewer; BOB taken down, deactivated, restored; CAROL a third account; DAVE follows
 // nobody: the cold-start timeline; BR Bob's reply to A1; CR Carol's reply to BR.
 const WORLD = safetyWorld();
 const { ALICE, BOB, CAROL, DAVE, A1, B1, BR, CR, C1 } = WORLD;
 
-function seed(): QueryHarness {
-  const h = openQueryHarness({ stepMs: 1000 });
-  h.apply(...WORLD.ops);
+async function seed(backend: Backend): Promise<QueryHarness> {
+  const h = await openHarness(backend, { stepMs: 1000 });
+  await h.apply(...WORLD.ops);
   return h;
 }
 
@@ -32,10 +37,11 @@ async function everyView(h: QueryHarness) {
     assert.equal(res.status, 200, path);
     return res.body;
   };
-  const views = createViews(h.db);
-  const strategies = (["per_followee", "global_scan"] as const).map((strategy) =>
-    views.timeline.home(ALICE, { limit: 30, cursor: null, strategy }).rows.map((r) => r.uri)
-  );
+  const strategies = [];
+  for (const strategy of ["per_followee", "global_scan"] as const) {
+    const page = await h.store.views.timeline.home(ALICE, { limit: 30, cursor: null, strategy });
+    strategies.push(page.rows.map((r) => r.uri));
+  }
   const thread = await get(`/api/thread?uri=${CR}`);
   const bobProfile = await get(`/api/profile?did=${BOB}&viewerDid=${ALICE}`);
   const a1 = await get(`/api/thread?uri=${A1}`);
@@ -130,50 +136,68 @@ const INACTIVE = {
   carolFollowingForAlice: [ALICE],
 };
 
-Deno.test("a taken-down account is hidden from every view for every viewer until restored", async () => {
-  using h = seed();
-  assert.deepEqual(await everyView(h), ACTIVE);
+forEachBackend(
+  "a taken-down account is hidden from every view for every viewer until restored",
+  async (backend) => {
+    await using h = await seed(backend);
+    assert.deepEqual(await everyView(h), ACTIVE);
 
-  h.apply(accountStatusOp(BOB, "takendown"));
-  assert.deepEqual(await everyView(h), INACTIVE);
+    await h.apply(accountStatusOp(BOB, "takendown"));
+    assert.deepEqual(await everyView(h), INACTIVE);
 
-  h.apply(accountStatusOp(BOB, null));
-  assert.deepEqual(await everyView(h), ACTIVE);
-});
+    await h.apply(accountStatusOp(BOB, null));
+    assert.deepEqual(await everyView(h), ACTIVE);
+  },
+);
 
-Deno.test("a deactivated account is hidden while deactivated, and back when activated", async () => {
-  using h = seed();
-  h.apply(accountStatusOp(BOB, "deactivated"));
-  assert.deepEqual(await everyView(h), INACTIVE);
-  // Content indexed while inactive is hidden too.
-  h.apply(postOp(BOB, "3kbbbbbbbbd22", "a late post by bob"));
-  assert.deepEqual((await everyView(h)).searchPublic, INACTIVE.searchPublic);
-  h.apply(accountStatusOp(BOB, null));
-  const back = await everyView(h);
-  assert.deepEqual(back.searchPublic, [
-    uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbd22"),
-    C1,
-    CR,
-    BR,
-    B1,
-    A1,
-  ]);
-});
+forEachBackend(
+  "a deactivated account is hidden while deactivated, and back when activated",
+  async (backend) => {
+    await using h = await seed(backend);
+    await h.apply(accountStatusOp(BOB, "deactivated"));
+    assert.deepEqual(await everyView(h), INACTIVE);
+    // Content indexed while inactive is hidden too.
+    await h.apply(postOp(BOB, "3kbbbbbbbbd22", "a late post by bob"));
+    assert.deepEqual((await everyView(h)).searchPublic, INACTIVE.searchPublic);
+    await h.apply(accountStatusOp(BOB, null));
+    const back = await everyView(h);
+    assert.deepEqual(back.searchPublic, [
+      uriOf(BOB, COLLECTION_POST, "3kbbbbbbbbd22"),
+      C1,
+      CR,
+      BR,
+      B1,
+      A1,
+    ]);
+  },
+);
 
-Deno.test("account status ops are idempotent: one row per inactive account, none once active", () => {
-  using h = seed();
-  const rows = () =>
-    h.db.prepare(
-      `SELECT x.did, i.status FROM inactive_actors i JOIN actors x ON x.id = i.actor ORDER BY x.did`,
-    ).all().map((r) => ({ ...r }));
-  h.apply(accountStatusOp(BOB, "deactivated"), accountStatusOp(BOB, "deactivated"));
-  assert.deepEqual(rows(), [{ did: BOB, status: "deactivated" }]);
-  h.apply(accountStatusOp(BOB, "takendown"));
-  assert.deepEqual(rows(), [{ did: BOB, status: "takendown" }]);
-  // An account the index has never seen may be taken down before its first post arrives.
-  const eve = didOf("eve");
-  h.apply(accountStatusOp(eve, "takendown"));
-  assert.deepEqual(rows(), [{ did: BOB, status: "takendown" }, { did: eve, status: "takendown" }]);
-  h.apply(accountStatusOp(BOB, null), accountStatusOp(BOB, null), accountStatusOp(eve, null));
-  assert.deepEqual(rows(), []);
-});
+forEachBackend(
+  "account status ops are idempotent: one row per inactive account, none once active",
+  async (backend) => {
+    await using h = await seed(backend);
+    const rows = () =>
+      h.rows(
+        `SELECT x.did, i.status FROM inactive_actors i JOIN actors x ON x.id = i.actor ORDER BY x.did`,
+      );
+    await h.apply(accountStatusOp(BOB, "deactivated"), accountStatusOp(BOB, "deactivated"));
+    assert.deepEqual(await rows(), [{ did: BOB, status: "deactivated" }]);
+    await h.apply(accountStatusOp(BOB, "takendown"));
+    assert.deepEqual(await rows(), [{ did: BOB, status: "takendown" }]);
+    // An account the index has never seen may be taken down before its first post arrives.
+    const eve = didOf("eve");
+    await h.apply(accountStatusOp(eve, "takendown"));
+    assert.deepEqual(await rows(), [{ did: BOB, status: "takendown" }, {
+      did: eve,
+      status: "takendown",
+    }]);
+    await h.apply(
+      accountStatusOp(BOB, null),
+      accountStatusOp(BOB, null),
+      accountStatusOp(eve, null),
+    );
+    assert.deepEqual(await rows(), []);
+  },
+);
+
+endBackendTests();

@@ -7,7 +7,13 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../shared/nsid.ts";
 import { didOf, followOp, handleOp, likeOp, postOp, uriOf } from "../_fixtures.ts";
-import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
+import {
+  type Backend,
+  endBackendTests,
+  forEachBackend,
+  openHarness,
+  type QueryHarness,
+} from "../_test_helpers.ts";
 
 const ALICE = didOf("alice");
 const CAROL = didOf("carol"); // muted by Alice
@@ -17,9 +23,9 @@ const C1 = uriOf(CAROL, COLLECTION_POST, "3kccccccccc22");
 const CR = uriOf(CAROL, COLLECTION_POST, "3kcccccccce22");
 const D1 = uriOf(DAVE, COLLECTION_POST, "3kddddddddd22");
 
-function seed(): QueryHarness {
-  const h = openQueryHarness({ stepMs: 1000 });
-  h.apply(
+async function seed(backend: Backend): Promise<QueryHarness> {
+  const h = await openHarness(backend, { stepMs: 1000 });
+  await h.apply(
     handleOp(ALICE, "alice.test"),
     handleOp(CAROL, "carol.test"),
     handleOp(DAVE, "dave.test"),
@@ -73,85 +79,96 @@ function mute(h: QueryHarness, subject: string, did = ALICE) {
   return h.request("/api/mutes", { method: "POST", body: JSON.stringify({ did, subject }) });
 }
 
-Deno.test("a muted account leaves the member's timeline and notifications only, until unmuted", async () => {
-  using h = seed();
-  assert.deepEqual(await views(h), UNMUTED);
-  const isMuted = async (subject: string, did = ALICE) =>
-    (await h.request(`/api/mutes/${subject}?did=${did}`)).body;
-  assert.deepEqual(await isMuted(CAROL), { muted: false });
+forEachBackend(
+  "a muted account leaves the member's timeline and notifications only, until unmuted",
+  async (backend) => {
+    await using h = await seed(backend);
+    assert.deepEqual(await views(h), UNMUTED);
+    const isMuted = async (subject: string, did = ALICE) =>
+      (await h.request(`/api/mutes/${subject}?did=${did}`)).body;
+    assert.deepEqual(await isMuted(CAROL), { muted: false });
 
-  assert.deepEqual((await mute(h, CAROL)).body, { ok: true, muted: true });
-  assert.deepEqual(await isMuted(CAROL), { muted: true });
-  assert.deepEqual(await isMuted(DAVE), { muted: false });
-  assert.deepEqual(await isMuted(ALICE, CAROL), { muted: false }, "a mute is one-sided");
-  assert.deepEqual((await mute(h, CAROL)).body, { ok: true, muted: false });
-  assert.deepEqual(await views(h), {
-    ...UNMUTED,
-    timeline: [D1],
-    notifications: ["like dave"],
-    unread: 1,
-  });
-  // Carol's own views are untouched: a mute is one-sided and private.
-  assert.deepEqual(
-    uris((await h.request(`/api/timeline/home?did=${CAROL}`)).body.posts),
-    [A1],
-  );
+    assert.deepEqual((await mute(h, CAROL)).body, { ok: true, muted: true });
+    assert.deepEqual(await isMuted(CAROL), { muted: true });
+    assert.deepEqual(await isMuted(DAVE), { muted: false });
+    assert.deepEqual(await isMuted(ALICE, CAROL), { muted: false }, "a mute is one-sided");
+    assert.deepEqual((await mute(h, CAROL)).body, { ok: true, muted: false });
+    assert.deepEqual(await views(h), {
+      ...UNMUTED,
+      timeline: [D1],
+      notifications: ["like dave"],
+      unread: 1,
+    });
+    // Carol's own views are untouched: a mute is one-sided and private.
+    assert.deepEqual(
+      uris((await h.request(`/api/timeline/home?did=${CAROL}`)).body.posts),
+      [A1],
+    );
 
-  const removed = await h.request(`/api/mutes/${CAROL}?did=${ALICE}`, { method: "DELETE" });
-  assert.deepEqual(removed.body, { ok: true, removed: true });
-  const again = await h.request(`/api/mutes/${CAROL}?did=${ALICE}`, { method: "DELETE" });
-  assert.deepEqual(again.body, { ok: true, removed: false });
-  assert.deepEqual(await isMuted(CAROL), { muted: false });
-  assert.deepEqual(await views(h), UNMUTED);
-});
+    const removed = await h.request(`/api/mutes/${CAROL}?did=${ALICE}`, { method: "DELETE" });
+    assert.deepEqual(removed.body, { ok: true, removed: true });
+    const again = await h.request(`/api/mutes/${CAROL}?did=${ALICE}`, { method: "DELETE" });
+    assert.deepEqual(again.body, { ok: true, removed: false });
+    assert.deepEqual(await isMuted(CAROL), { muted: false });
+    assert.deepEqual(await views(h), UNMUTED);
+  },
+);
 
-Deno.test("GET /api/mutes lists actor cards newest mute first, paged by cursor", async () => {
-  using h = seed();
-  await mute(h, CAROL);
-  h.clock.tick(1000);
-  await mute(h, DAVE);
-  h.clock.tick(1000);
-  await mute(h, didOf("erin")); // unknown to the index: a placeholder handle
-  const first = await h.request(`/api/mutes?did=${ALICE}&limit=2`);
-  assert.equal(first.status, 200);
-  assert.deepEqual(first.body.profiles, [
-    {
-      did: didOf("erin"),
-      handle: first.body.profiles[0].handle,
-      display_name: null,
-      avatar_cid: null,
-    },
-    { did: DAVE, handle: "dave.test", display_name: null, avatar_cid: null },
-  ]);
-  assert.match(first.body.profiles[0].handle, /^did:plc:erin/);
-  const second = await h.request(`/api/mutes?did=${ALICE}&limit=2&cursor=${first.body.cursor}`);
-  assert.deepEqual(second.body, {
-    profiles: [{ did: CAROL, handle: "carol.test", display_name: null, avatar_cid: null }],
-    cursor: null,
-  });
-  assert.deepEqual((await h.request(`/api/mutes?did=${DAVE}`)).body, {
-    profiles: [],
-    cursor: null,
-  });
-});
+forEachBackend(
+  "GET /api/mutes lists actor cards newest mute first, paged by cursor",
+  async (backend) => {
+    await using h = await seed(backend);
+    await mute(h, CAROL);
+    h.clock.tick(1000);
+    await mute(h, DAVE);
+    h.clock.tick(1000);
+    await mute(h, didOf("erin")); // unknown to the index: a placeholder handle
+    const first = await h.request(`/api/mutes?did=${ALICE}&limit=2`);
+    assert.equal(first.status, 200);
+    assert.deepEqual(first.body.profiles, [
+      {
+        did: didOf("erin"),
+        handle: first.body.profiles[0].handle,
+        display_name: null,
+        avatar_cid: null,
+      },
+      { did: DAVE, handle: "dave.test", display_name: null, avatar_cid: null },
+    ]);
+    assert.match(first.body.profiles[0].handle, /^did:plc:erin/);
+    const second = await h.request(`/api/mutes?did=${ALICE}&limit=2&cursor=${first.body.cursor}`);
+    assert.deepEqual(second.body, {
+      profiles: [{ did: CAROL, handle: "carol.test", display_name: null, avatar_cid: null }],
+      cursor: null,
+    });
+    assert.deepEqual((await h.request(`/api/mutes?did=${DAVE}`)).body, {
+      profiles: [],
+      cursor: null,
+    });
+  },
+);
 
-Deno.test("mute requests with a bad body or subject answer 400 InvalidRequest naming it", async () => {
-  using h = seed();
-  const cases: [BodyInit, string][] = [
-    ["not json", "Request body is not valid JSON"],
-    ["[]", "Request body is not a JSON object"],
-    [JSON.stringify({ subject: CAROL }), "Missing required parameter: did"],
-    [JSON.stringify({ did: ALICE }), "Missing required parameter: subject"],
-    [JSON.stringify({ did: ALICE, subject: 7 }), "Invalid subject: 7"],
-    [JSON.stringify({ did: ALICE, subject: "carol.test" }), "Invalid subject: carol.test"],
-    [JSON.stringify({ did: ALICE, subject: ALICE }), `Invalid subject: ${ALICE} is did`],
-  ];
-  for (const [body, message] of cases) {
-    const res = await h.request("/api/mutes", { method: "POST", body });
-    assert.equal(res.status, 400, message);
-    assert.deepEqual(res.body, { error: "InvalidRequest", message });
-  }
-  const del = await h.request(`/api/mutes/carol.test?did=${ALICE}`, { method: "DELETE" });
-  assert.deepEqual(del.body, { error: "InvalidRequest", message: "Invalid subject: carol.test" });
-  assert.deepEqual((await h.request(`/api/mutes?did=${ALICE}`)).body.profiles, []);
-});
+forEachBackend(
+  "mute requests with a bad body or subject answer 400 InvalidRequest naming it",
+  async (backend) => {
+    await using h = await seed(backend);
+    const cases: [BodyInit, string][] = [
+      ["not json", "Request body is not valid JSON"],
+      ["[]", "Request body is not a JSON object"],
+      [JSON.stringify({ subject: CAROL }), "Missing required parameter: did"],
+      [JSON.stringify({ did: ALICE }), "Missing required parameter: subject"],
+      [JSON.stringify({ did: ALICE, subject: 7 }), "Invalid subject: 7"],
+      [JSON.stringify({ did: ALICE, subject: "carol.test" }), "Invalid subject: carol.test"],
+      [JSON.stringify({ did: ALICE, subject: ALICE }), `Invalid subject: ${ALICE} is did`],
+    ];
+    for (const [body, message] of cases) {
+      const res = await h.request("/api/mutes", { method: "POST", body });
+      assert.equal(res.status, 400, message);
+      assert.deepEqual(res.body, { error: "InvalidRequest", message });
+    }
+    const del = await h.request(`/api/mutes/carol.test?did=${ALICE}`, { method: "DELETE" });
+    assert.deepEqual(del.body, { error: "InvalidRequest", message: "Invalid subject: carol.test" });
+    assert.deepEqual((await h.request(`/api/mutes?did=${ALICE}`)).body.profiles, []);
+  },
+);
+
+endBackendTests();
