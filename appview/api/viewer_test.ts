@@ -22,7 +22,13 @@ import {
   repostOp,
   uriOf,
 } from "../_fixtures.ts";
-import { openQueryHarness, type QueryHarness } from "../_test_helpers.ts";
+import {
+  type Backend,
+  endBackendTests,
+  forEachBackend,
+  openHarness,
+  type QueryHarness,
+} from "../_test_helpers.ts";
 import { MAX_VIEWER_ENTRIES } from "./viewer.ts";
 
 const VIEWER = didOf("viewer");
@@ -39,9 +45,9 @@ const EMPTY = { likes: {}, reposts: {}, follows: {}, blocks: {} };
  * Alice posts P1, Bob P2. The viewer likes P1, reposts P2 and follows Alice; Bob likes P2,
  * reposts P1 and follows Alice too (someone else's records must not count).
  */
-function seed(): QueryHarness {
-  const h = openQueryHarness({ stepMs: 1000 });
-  h.apply(
+async function seed(backend: Backend): Promise<QueryHarness> {
+  const h = await openHarness(backend, { stepMs: 1000 });
+  await h.apply(
     postOp(ALICE, "3kaaaaaaaaa22", "first"),
     postOp(BOB, "3kbbbbbbbbb22", "second"),
     likeOp(VIEWER, "3klike0000022", P1),
@@ -61,25 +67,28 @@ function viewerPath(did: string, opts: { uris?: string[]; actors?: string[] } = 
   return `/api/viewer?${q}`;
 }
 
-Deno.test("viewer answers the like, repost and follow record URIs it holds", async () => {
-  using h = seed();
-  const { status, body } = await h.request(viewerPath(VIEWER, {
-    uris: [P1, P2],
-    actors: [ALICE, BOB],
-  }));
-  assert.equal(status, 200);
-  assert.deepEqual(Object.keys(body), ["likes", "reposts", "follows", "blocks"]);
-  assert.deepEqual(body, {
-    likes: { [P1]: LIKE },
-    reposts: { [P2]: REPOST },
-    follows: { [ALICE]: FOLLOW },
-    blocks: {},
-  });
-});
+forEachBackend(
+  "viewer answers the like, repost and follow record URIs it holds",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request(viewerPath(VIEWER, {
+      uris: [P1, P2],
+      actors: [ALICE, BOB],
+    }));
+    assert.equal(status, 200);
+    assert.deepEqual(Object.keys(body), ["likes", "reposts", "follows", "blocks"]);
+    assert.deepEqual(body, {
+      likes: { [P1]: LIKE },
+      reposts: { [P2]: REPOST },
+      follows: { [ALICE]: FOLLOW },
+      blocks: {},
+    });
+  },
+);
 
-Deno.test("viewer drops a like once the unlike is applied", async () => {
-  using h = seed();
-  h.apply(deleteOp(VIEWER, COLLECTION_LIKE, "3klike0000022"));
+forEachBackend("viewer drops a like once the unlike is applied", async (backend) => {
+  await using h = await seed(backend);
+  await h.apply(deleteOp(VIEWER, COLLECTION_LIKE, "3klike0000022"));
   const { status, body } = await h.request(viewerPath(VIEWER, {
     uris: [P1, P2],
     actors: [ALICE, BOB],
@@ -93,9 +102,9 @@ Deno.test("viewer drops a like once the unlike is applied", async () => {
   });
 });
 
-Deno.test("viewer drops a follow and a repost once they are deleted", async () => {
-  using h = seed();
-  h.apply(
+forEachBackend("viewer drops a follow and a repost once they are deleted", async (backend) => {
+  await using h = await seed(backend);
+  await h.apply(
     deleteOp(VIEWER, COLLECTION_FOLLOW, "3kfollow00022"),
     deleteOp(VIEWER, COLLECTION_REPOST, "3krepost00022"),
   );
@@ -103,8 +112,8 @@ Deno.test("viewer drops a follow and a repost once they are deleted", async () =
   assert.deepEqual(body, { likes: { [P1]: LIKE }, reposts: {}, follows: {}, blocks: {} });
 });
 
-Deno.test("viewer leaves unknown posts and accounts out", async () => {
-  using h = seed();
+forEachBackend("viewer leaves unknown posts and accounts out", async (backend) => {
+  await using h = await seed(backend);
   const unknownPost = uriOf(ALICE, COLLECTION_POST, "3kzzzzzzzzz22");
   const { status, body } = await h.request(viewerPath(VIEWER, {
     uris: [unknownPost, P1],
@@ -119,62 +128,71 @@ Deno.test("viewer leaves unknown posts and accounts out", async () => {
   });
 });
 
-Deno.test("viewer answers empty maps for a viewer the index has never seen", async () => {
-  using h = seed();
-  const { status, body } = await h.request(viewerPath(didOf("stranger"), {
-    uris: [P1, P2],
-    actors: [ALICE, BOB],
-  }));
-  assert.equal(status, 200);
-  assert.deepEqual(body, EMPTY);
-});
+forEachBackend(
+  "viewer answers empty maps for a viewer the index has never seen",
+  async (backend) => {
+    await using h = await seed(backend);
+    const { status, body } = await h.request(viewerPath(didOf("stranger"), {
+      uris: [P1, P2],
+      actors: [ALICE, BOB],
+    }));
+    assert.equal(status, 200);
+    assert.deepEqual(body, EMPTY);
+  },
+);
 
-Deno.test("viewer answers empty maps when no uris or actors are asked about", async () => {
-  using h = seed();
-  for (const path of [viewerPath(VIEWER), `/api/viewer?did=${VIEWER}&uris=&actors=`]) {
-    const { status, body } = await h.request(path);
-    assert.equal(status, 200, path);
-    assert.deepEqual(body, EMPTY, path);
-  }
-});
+forEachBackend(
+  "viewer answers empty maps when no uris or actors are asked about",
+  async (backend) => {
+    await using h = await seed(backend);
+    for (const path of [viewerPath(VIEWER), `/api/viewer?did=${VIEWER}&uris=&actors=`]) {
+      const { status, body } = await h.request(path);
+      assert.equal(status, 200, path);
+      assert.deepEqual(body, EMPTY, path);
+    }
+  },
+);
 
-Deno.test("viewer names the viewer's newest block record of an account, and drops it when deleted", async () => {
-  using h = seed();
-  const BLOCK = uriOf(VIEWER, COLLECTION_BLOCK, "3kblock000032");
-  h.apply(
-    blockOp(VIEWER, "3kblock000022", BOB),
-    blockOp(VIEWER, "3kblock000032", BOB),
-    blockOp(BOB, "3kbobblock022", VIEWER),
-  );
-  const path = viewerPath(VIEWER, { actors: [ALICE, BOB] });
-  assert.deepEqual((await h.request(path)).body.blocks, { [BOB]: BLOCK });
-  // Bob's block of the viewer is Bob's record, not the viewer's.
-  const bobs = await h.request(viewerPath(BOB, { actors: [VIEWER] }));
-  assert.deepEqual(bobs.body.blocks, { [VIEWER]: uriOf(BOB, COLLECTION_BLOCK, "3kbobblock022") });
-  h.apply(
-    deleteOp(VIEWER, COLLECTION_BLOCK, "3kblock000032"),
-    deleteOp(VIEWER, COLLECTION_BLOCK, "3kblock000022"),
-  );
-  assert.deepEqual((await h.request(path)).body.blocks, {});
-});
+forEachBackend(
+  "viewer names the viewer's newest block record of an account, and drops it when deleted",
+  async (backend) => {
+    await using h = await seed(backend);
+    const BLOCK = uriOf(VIEWER, COLLECTION_BLOCK, "3kblock000032");
+    await h.apply(
+      blockOp(VIEWER, "3kblock000022", BOB),
+      blockOp(VIEWER, "3kblock000032", BOB),
+      blockOp(BOB, "3kbobblock022", VIEWER),
+    );
+    const path = viewerPath(VIEWER, { actors: [ALICE, BOB] });
+    assert.deepEqual((await h.request(path)).body.blocks, { [BOB]: BLOCK });
+    // Bob's block of the viewer is Bob's record, not the viewer's.
+    const bobs = await h.request(viewerPath(BOB, { actors: [VIEWER] }));
+    assert.deepEqual(bobs.body.blocks, { [VIEWER]: uriOf(BOB, COLLECTION_BLOCK, "3kbobblock022") });
+    await h.apply(
+      deleteOp(VIEWER, COLLECTION_BLOCK, "3kblock000032"),
+      deleteOp(VIEWER, COLLECTION_BLOCK, "3kblock000022"),
+    );
+    assert.deepEqual((await h.request(path)).body.blocks, {});
+  },
+);
 
-Deno.test("viewer names a follow row without a record key with null", async () => {
-  using h = seed();
+forEachBackend("viewer names a follow row without a record key with null", async (backend) => {
+  await using h = await seed(backend);
   // Rows from before follows stored their rkey; the write path no longer makes them.
-  h.db.prepare("UPDATE follows SET rkey = NULL").run();
+  await h.rows("UPDATE follows SET rkey = NULL");
   const { body } = await h.request(viewerPath(VIEWER, { actors: [ALICE] }));
   assert.deepEqual(body, { likes: {}, reposts: {}, follows: { [ALICE]: null }, blocks: {} });
 });
 
-Deno.test("viewer names the newest of two likes of one post", async () => {
-  using h = seed();
-  h.apply(likeOp(VIEWER, "3klike0000122", P1));
+forEachBackend("viewer names the newest of two likes of one post", async (backend) => {
+  await using h = await seed(backend);
+  await h.apply(likeOp(VIEWER, "3klike0000122", P1));
   const { body } = await h.request(viewerPath(VIEWER, { uris: [P1] }));
   assert.deepEqual(body.likes, { [P1]: uriOf(VIEWER, COLLECTION_LIKE, "3klike0000122") });
 });
 
-Deno.test("viewer serves 100 entries of each list", async () => {
-  using h = seed();
+forEachBackend("viewer serves 100 entries of each list", async (backend) => {
+  await using h = await seed(backend);
   const uris = Array.from({ length: MAX_VIEWER_ENTRIES }, (_, i) => i === 0 ? P1 : fakePost(i));
   const actors = Array.from({ length: MAX_VIEWER_ENTRIES }, (_, i) => i === 0 ? ALICE : fakeDid(i));
   const { status, body } = await h.request(viewerPath(VIEWER, { uris, actors }));
@@ -187,12 +205,18 @@ Deno.test("viewer serves 100 entries of each list", async () => {
   });
 });
 
-Deno.test("viewer needs no token while authentication is required (public)", async () => {
-  using h = openQueryHarness({ env: { APPVIEW_AUTH_REQUIRED: "true" }, verifier: null });
-  const { status, body } = await h.request(viewerPath(VIEWER, { uris: [P1], actors: [ALICE] }));
-  assert.equal(status, 200);
-  assert.deepEqual(body, EMPTY);
-});
+forEachBackend(
+  "viewer needs no token while authentication is required (public)",
+  async (backend) => {
+    await using h = await openHarness(backend, {
+      env: { APPVIEW_AUTH_REQUIRED: "true" },
+      verifier: null,
+    });
+    const { status, body } = await h.request(viewerPath(VIEWER, { uris: [P1], actors: [ALICE] }));
+    assert.equal(status, 200);
+    assert.deepEqual(body, EMPTY);
+  },
+);
 
 const LIKE_URI = uriOf(VIEWER, COLLECTION_LIKE, "3klike0000022");
 const HANDLE_POST = `at://alice.test/${COLLECTION_POST}/3kaaaaaaaaa22`;
@@ -225,17 +249,20 @@ const INVALID: [string, string][] = [
   ],
 ];
 
-Deno.test("viewer answers 400 InvalidRequest naming the parameter at fault", async () => {
-  using h = seed();
-  for (const [path, message] of INVALID) {
-    const { status, body } = await h.request(path);
-    assert.equal(status, 400, path);
-    assert.deepEqual(body, { error: "InvalidRequest", message }, path);
-  }
-});
+forEachBackend(
+  "viewer answers 400 InvalidRequest naming the parameter at fault",
+  async (backend) => {
+    await using h = await seed(backend);
+    for (const [path, message] of INVALID) {
+      const { status, body } = await h.request(path);
+      assert.equal(status, 400, path);
+      assert.deepEqual(body, { error: "InvalidRequest", message }, path);
+    }
+  },
+);
 
-Deno.test("viewer echoes a long bad entry shortened", async () => {
-  using h = seed();
+forEachBackend("viewer echoes a long bad entry shortened", async (backend) => {
+  await using h = await seed(backend);
   const long = `did:${"x".repeat(300)}`;
   const { status, body } = await h.request(viewerPath(VIEWER, { actors: [`${long}!`] }));
   assert.equal(status, 400);
@@ -245,44 +272,47 @@ Deno.test("viewer echoes a long bad entry shortened", async () => {
   });
 });
 
-Deno.test("SocialClient.viewerState asks for the logged-in account without a token", async () => {
-  using h = seed();
-  const sent: Request[] = [];
-  const client = new SocialClient({
-    pdsUrl: "http://pds.invalid",
-    appviewUrl: "http://appview.invalid/",
-    store: new MemorySessionStore({
-      did: VIEWER,
-      handle: "viewer.test",
-      accessJwt: "access",
-      refreshJwt: "refresh",
-    }),
-    fetch: (input, init) => {
-      const req = new Request(input, init);
-      sent.push(req);
-      const url = new URL(req.url);
-      return Promise.resolve(h.app.request(url.pathname + url.search, { headers: req.headers }));
-    },
-  });
-  const state = await client.viewerState({ uris: [P1, P2], actors: [ALICE, BOB] });
-  assert.deepEqual(state, {
-    likes: { [P1]: LIKE },
-    reposts: { [P2]: REPOST },
-    follows: { [ALICE]: FOLLOW },
-    blocks: {},
-  });
-  assert.deepEqual(await client.viewerState({}), EMPTY);
-  assert.equal(sent.length, 2);
-  const url = new URL(sent[0].url);
-  assert.equal(url.pathname, "/api/viewer");
-  assert.deepEqual([...url.searchParams], [
-    ["did", VIEWER],
-    ["uris", `${P1},${P2}`],
-    ["actors", `${ALICE},${BOB}`],
-  ]);
-  assert.deepEqual([...new URL(sent[1].url).searchParams], [["did", VIEWER]]);
-  assert.equal(sent[0].headers.get("authorization"), null);
-});
+forEachBackend(
+  "SocialClient.viewerState asks for the logged-in account without a token",
+  async (backend) => {
+    await using h = await seed(backend);
+    const sent: Request[] = [];
+    const client = new SocialClient({
+      pdsUrl: "http://pds.invalid",
+      appviewUrl: "http://appview.invalid/",
+      store: new MemorySessionStore({
+        did: VIEWER,
+        handle: "viewer.test",
+        accessJwt: "access",
+        refreshJwt: "refresh",
+      }),
+      fetch: (input, init) => {
+        const req = new Request(input, init);
+        sent.push(req);
+        const url = new URL(req.url);
+        return Promise.resolve(h.app.request(url.pathname + url.search, { headers: req.headers }));
+      },
+    });
+    const state = await client.viewerState({ uris: [P1, P2], actors: [ALICE, BOB] });
+    assert.deepEqual(state, {
+      likes: { [P1]: LIKE },
+      reposts: { [P2]: REPOST },
+      follows: { [ALICE]: FOLLOW },
+      blocks: {},
+    });
+    assert.deepEqual(await client.viewerState({}), EMPTY);
+    assert.equal(sent.length, 2);
+    const url = new URL(sent[0].url);
+    assert.equal(url.pathname, "/api/viewer");
+    assert.deepEqual([...url.searchParams], [
+      ["did", VIEWER],
+      ["uris", `${P1},${P2}`],
+      ["actors", `${ALICE},${BOB}`],
+    ]);
+    assert.deepEqual([...new URL(sent[1].url).searchParams], [["did", VIEWER]]);
+    assert.equal(sent[0].headers.get("authorization"), null);
+  },
+);
 
 Deno.test("SocialClient.viewerState needs a session", async () => {
   const client = new SocialClient({
@@ -292,6 +322,8 @@ Deno.test("SocialClient.viewerState needs a session", async () => {
   });
   await assert.rejects(client.viewerState({ uris: [P1] }), LoginRequiredError);
 });
+
+endBackendTests();
 
 function fakePost(i: number): string {
   return uriOf(didOf(`author${i}`), COLLECTION_POST, `3kpost${String(i).padStart(5, "0")}22`);
