@@ -388,6 +388,58 @@ export function openTestContext(
   return { ...ctx, store, db, writer: store.syncWriter, [Symbol.dispose]: () => db.close() };
 }
 
+/** A context over either backend's fresh index, with raw SQL on both (`QueryHarness.rows`). */
+export interface BackendContext extends AppviewContext, AsyncDisposable {
+  readonly backend: Backend;
+  rows<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[]>;
+}
+
+/**
+ * A context over a fresh index of `backend` (SQLite: {@link openTestContext}'s; PostgreSQL: a
+ * fresh database on this file's cluster, see {@link forEachBackend}), closed on async dispose.
+ */
+export async function openBackendContext(
+  backend: Backend,
+  opts: { log?: Logger; now?: () => Date; env?: Record<string, string> } = {},
+): Promise<BackendContext> {
+  if (backend === "sqlite") {
+    const ctx = openTestContext(opts);
+    return {
+      ...ctx,
+      backend,
+      rows<T>(sql: string, ...params: unknown[]) {
+        const rows = ctx.db.prepare(sql).all(...(params as never[]));
+        return Promise.resolve(rows.map((r) => ({ ...r })) as T[]);
+      },
+      [Symbol.asyncDispose]: () => Promise.resolve(ctx.db.close()),
+    };
+  }
+  const { openPgIndexStore } = await import("./db/pg/store.ts");
+  const config = loadAppviewConfig({ DATA_DIR: "/nonexistent", ...opts.env });
+  const log = opts.log ?? createLogger("test", { level: "error", sink: () => {} });
+  const store = await openPgIndexStore(await freshBackendDatabase(), {
+    now: opts.now,
+    log: log.child("writer"),
+    poolMax: 4,
+  });
+  const ctx = createAppviewContext({
+    config,
+    store,
+    log,
+    now: opts.now,
+    accounts: new TestAccountDirectory(),
+  });
+  return {
+    ...ctx,
+    backend,
+    async rows<T>(sql: string, ...params: unknown[]) {
+      const rows = await store.sql.unsafe(toPgPlaceholders(sql), params as never[]);
+      return rows.map((r) => ({ ...r })) as T[];
+    },
+    [Symbol.asyncDispose]: () => store.close(),
+  };
+}
+
 /**
  * The SQLite connection under a context's store (a running index's, `RunningAppview.ctx`), for
  * tests' raw SQL; fails on another backend.
