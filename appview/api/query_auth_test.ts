@@ -10,10 +10,15 @@ import { silentLogger } from "../../shared/log.ts";
 import {
   accessClaims,
   ALICE,
+  type Backend,
   DidDocServer,
   didDocument,
+  endBackendTests,
+  forEachBackend,
   makeSigner,
+  openHarness,
   openQueryHarness,
+  type QueryHarness,
 } from "../_test_helpers.ts";
 import { createTokenVerifier } from "../auth/verifier.ts";
 import { loadAppviewConfig } from "../config.ts";
@@ -40,7 +45,7 @@ const PRIVATE: Record<string, Call> = {
   unmute: { path: (did) => `/api/mutes/${MUTED}?did=${did}`, init: () => ({ method: "DELETE" }) },
 };
 
-async function authHarness() {
+async function authHarness(backend: Backend = "sqlite") {
   const signer = await makeSigner("query-auth-test-secret");
   const docs = new DidDocServer({ body: didDocument(signer.keyPair.publicKey) });
   const env = {
@@ -49,20 +54,20 @@ async function authHarness() {
     PDS_PUBLIC_URL: docs.url,
   };
   const verifier = createTokenVerifier(loadAppviewConfig(env), { log: silentLogger });
-  const h = openQueryHarness({ env, verifier });
+  const h = await openHarness(backend, { env, verifier });
   return {
     h,
     signer,
     docs,
     async [Symbol.asyncDispose]() {
-      h[Symbol.dispose]();
+      await h[Symbol.asyncDispose]();
       await docs.stop();
     },
   };
 }
 
 function send(
-  h: ReturnType<typeof openQueryHarness>,
+  h: QueryHarness,
   call: Call,
   did: string,
   authorization?: string,
@@ -73,6 +78,7 @@ function send(
   return h.request(call.path(did), { ...init, headers });
 }
 
+// Refused before the index is reached: one backend.
 Deno.test("private endpoints answer 401 AuthMissing without a bearer token", async () => {
   await using t = await authHarness();
   for (const [name, call] of Object.entries(PRIVATE)) {
@@ -84,6 +90,7 @@ Deno.test("private endpoints answer 401 AuthMissing without a bearer token", asy
   }
 });
 
+// Refused before the index is reached: one backend.
 Deno.test("private endpoints answer 401 TokenInvalid for a bad token", async () => {
   await using t = await authHarness();
   const other = await makeSigner("another-secret");
@@ -98,6 +105,7 @@ Deno.test("private endpoints answer 401 TokenInvalid for a bad token", async () 
   }
 });
 
+// Refused before the index is reached: one backend.
 Deno.test("private endpoints answer 403 Forbidden when the subject is not the did", async () => {
   await using t = await authHarness();
   const token = await t.signer.sign(accessClaims(Date.now()));
@@ -113,29 +121,32 @@ Deno.test("private endpoints answer 403 Forbidden when the subject is not the di
   }
 });
 
-Deno.test("private endpoints serve the token's subject with a valid token", async () => {
-  await using t = await authHarness();
-  const token = await t.signer.sign(accessClaims(Date.now()));
-  const expected: Record<string, unknown> = {
-    timeline: { posts: [], cursor: null },
-    notifications: { notifications: [], cursor: null },
-    count: { count: 0 },
-    seen: { ok: true, updated: 0 },
-    mutes: { profiles: [], cursor: null },
-    mute: { ok: true, muted: true },
-    muted: { muted: true },
-    unmute: { ok: true, removed: true },
-  };
-  for (const [name, call] of Object.entries(PRIVATE)) {
-    const { status, body } = await send(t.h, call, ALICE, `bearer ${token}`);
-    assert.equal(status, 200, name);
-    assert.deepEqual(body, expected[name], name);
-  }
-  assert.equal(t.docs.requests, 1);
-});
+forEachBackend(
+  "private endpoints serve the token's subject with a valid token",
+  async (backend) => {
+    await using t = await authHarness(backend);
+    const token = await t.signer.sign(accessClaims(Date.now()));
+    const expected: Record<string, unknown> = {
+      timeline: { posts: [], cursor: null },
+      notifications: { notifications: [], cursor: null },
+      count: { count: 0 },
+      seen: { ok: true, updated: 0 },
+      mutes: { profiles: [], cursor: null },
+      mute: { ok: true, muted: true },
+      muted: { muted: true },
+      unmute: { ok: true, removed: true },
+    };
+    for (const [name, call] of Object.entries(PRIVATE)) {
+      const { status, body } = await send(t.h, call, ALICE, `bearer ${token}`);
+      assert.equal(status, 200, name);
+      assert.deepEqual(body, expected[name], name);
+    }
+    assert.equal(t.docs.requests, 1);
+  },
+);
 
-Deno.test("public endpoints need no token while authentication is on", async () => {
-  await using t = await authHarness();
+forEachBackend("public endpoints need no token while authentication is on", async (backend) => {
+  await using t = await authHarness(backend);
   for (
     const path of [
       `/api/profile?did=${ALICE}`,
@@ -153,16 +164,20 @@ Deno.test("public endpoints need no token while authentication is on", async () 
   assert.equal(t.docs.requests, 0);
 });
 
-Deno.test("with authentication off, private endpoints read no token and serve any did", async () => {
-  using h = openQueryHarness();
-  for (const [name, call] of Object.entries(PRIVATE)) {
-    for (const header of [undefined, "Bearer garbage"]) {
-      const { status } = await send(h, call, BOB, header);
-      assert.equal(status, 200, `${name} ${header}`);
+forEachBackend(
+  "with authentication off, private endpoints read no token and serve any did",
+  async (backend) => {
+    await using h = await openHarness(backend);
+    for (const [name, call] of Object.entries(PRIVATE)) {
+      for (const header of [undefined, "Bearer garbage"]) {
+        const { status } = await send(h, call, BOB, header);
+        assert.equal(status, 200, `${name} ${header}`);
+      }
     }
-  }
-});
+  },
+);
 
+// Refused before the index is reached: one backend.
 Deno.test("without a verifier while authentication is required, private endpoints fail closed", async () => {
   using h = openQueryHarness({ env: { APPVIEW_AUTH_REQUIRED: "true" }, verifier: null });
   for (const [name, call] of Object.entries(PRIVATE)) {
@@ -171,3 +186,5 @@ Deno.test("without a verifier while authentication is required, private endpoint
     assert.equal(body.error, "AuthUnavailable");
   }
 });
+
+endBackendTests();
