@@ -4,6 +4,10 @@
  * (the per-followee threshold merge, the global time-index walk, unbounded or bounded so tightly
  * that the merge completes most pages below the walk, and the automatic choice) answers exactly
  * the brute-force global sort of the followees' posts by (`indexed_at` desc, `uri` desc).
+ *
+ * SQLite only: it drives SQLite's `TimelineView` and its strategies directly. PostgreSQL's
+ * timeline, every strategy and a tightly bounded walk, is checked against this one on random
+ * worlds by `views/pg/parity_test.ts`.
  */
 
 import assert from "node:assert/strict";
