@@ -180,7 +180,19 @@ export const RUN_PARTS = Object.freeze({
   repostDeletes: 64,
   followRemovals: 128,
   follows: 256,
+  /** Ops applied one by one after the set-based statements (fast_path.ts: which may wait). */
+  deferred: 512,
 });
+
+/** Op kinds a fast run may hold and apply after its set-based statements (fast_path.ts). */
+export const DEFERRABLE_KINDS: readonly number[] = Object.freeze([
+  OP_KIND.profilePut,
+  OP_KIND.profileDelete,
+  OP_KIND.blockPut,
+  OP_KIND.blockDelete,
+  OP_KIND.statusActive,
+  OP_KIND.statusInactive,
+]);
 
 /**
  * The session's table of the ops of the call (`index_apply_ops` fills it; emptied at COMMIT).
@@ -202,7 +214,7 @@ function inRun(...kinds: number[]): string {
 }
 
 /** SQL of the set-based statements of a fast run, by part (appview/ingest/pg/fast_path.ts). */
-function runStatements(): Record<keyof typeof RUN_PARTS, string> {
+function runStatements(): Record<Exclude<keyof typeof RUN_PARTS, "deferred">, string> {
   const interaction = (table: "likes" | "reposts", counter: string, put: number, del: number) => ({
     put: `WITH inserted AS (
         INSERT INTO ${table} (actor, rkey, subject_author, subject_rkey, subject_cid, created_at,
@@ -393,6 +405,13 @@ ${
     END IF;`
   ).join("\n")
 }
+    IF _mask & ${RUN_PARTS.deferred} <> 0 THEN
+      FOR _op IN SELECT * FROM ${INPUT_TABLE}
+        WHERE n BETWEEN _lo AND _hi AND k IN (${DEFERRABLE_KINDS.join(", ")}) ORDER BY n
+      LOOP
+        PERFORM index_apply_op(${OP_ARGS});
+      END LOOP;
+    END IF;
   END LOOP;
 END
 $fn$;`;

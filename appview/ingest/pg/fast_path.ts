@@ -22,9 +22,13 @@
  *   are: every row change moves them). A counter that an op raises creates its profile row, as
  *   op by op.
  * - Posts are inserted in op order, so their ids grow as op by op.
- * What cannot be planned from the ops alone runs op by op between runs: profile records (they
- * change what later posts copy), handles (a take-over changes other accounts' rows), blocks,
- * account ops and status (a purge changes everything about an account), like and repost updates.
+ * Some ops wait in a run and are applied op by op after its set-based statements: blocks and
+ * account status (no fast op reads or writes what they write), and profile records, as long as no
+ * later op of the run is a post of that account (posts copy the profile's avatar, the profile
+ * reads the latest post's handle) or notifies it (a profile row makes an account a known
+ * recipient). What cannot be planned from the ops alone runs op by op between runs: handles (a
+ * take-over changes other accounts' rows), account ops and deletions (a purge changes everything
+ * about an account), like and repost updates.
  *
  * Lookups are scalar subqueries (one index probe per input row), never `EXISTS`, which the planner
  * may turn into a hash of the whole table.
@@ -34,7 +38,7 @@
  * @module
  */
 
-import { OP_KIND, RUN_PARTS } from "../../db/pg/write_functions.ts";
+import { DEFERRABLE_KINDS, OP_KIND, RUN_PARTS } from "../../db/pg/write_functions.ts";
 import type { PendingOp } from "./pg_writer.ts";
 
 /** Ops applied together: a run by set-based statements, or ops one by one. */
@@ -90,14 +94,38 @@ function keysOf(p: PendingOp): { keys: string[]; parts: number } | null {
   }
 }
 
+const DEFERRABLE: ReadonlySet<number> = new Set(DEFERRABLE_KINDS);
+const PROFILE_KINDS: ReadonlySet<number> = new Set([OP_KIND.profilePut, OP_KIND.profileDelete]);
+
 /** Splits `pending` into fast runs and op-by-op stretches, in order (module comment). */
 export function planRuns(pending: readonly PendingOp[]): Run[] {
   const runs: Run[] = [];
-  let run: Run | null = null;
+  let run = null as Run | null;
   let general: Run | null = null;
   let keys = new Set<string>();
   let known = new Set<string>();
+  /** Accounts whose profile record a deferred op of the run changes. */
+  let profiles = new Set<string>();
+  const newRun = () => {
+    run = { mask: 0, ops: [], madeKnown: [] };
+    runs.push(run);
+    keys = new Set();
+    known = new Set();
+    profiles = new Set();
+    return run;
+  };
   for (const p of pending) {
+    const { k, did, sdid } = p.flat;
+    if (DEFERRABLE.has(k)) {
+      // Applied after the run's set-based statements (module comment).
+      const r: Run = run === null || run.ops.length >= MAX_RUN_OPS ? newRun() : run;
+      r.mask |= RUN_PARTS.deferred;
+      r.ops.push(p);
+      r.madeKnown.push(false);
+      if (PROFILE_KINDS.has(k)) profiles.add(did);
+      general = null;
+      continue;
+    }
     const claim = keysOf(p);
     if (claim === null) {
       if (general === null || general.ops.length >= MAX_RUN_OPS) {
@@ -110,23 +138,25 @@ export function planRuns(pending: readonly PendingOp[]): Run[] {
       continue;
     }
     general = null;
-    if (
-      run === null || run.ops.length >= MAX_RUN_OPS || claim.keys.some((key) => keys.has(key))
-    ) {
-      run = { mask: 0, ops: [], madeKnown: [] };
-      runs.push(run);
-      keys = new Set();
-      known = new Set();
-    }
+    const notifies = (claim.parts & RUN_PARTS.notify) !== 0;
+    // A profile change waiting for the end of the run must not be passed by what it affects:
+    // the author's posts (they copy its avatar, it reads their handle) and whether the author
+    // is a known recipient.
+    const passesProfile = profiles.size > 0 &&
+      (((k === OP_KIND.postPut || k === OP_KIND.postDelete) && profiles.has(did)) ||
+        (notifies && profiles.has(sdid!)));
+    const r: Run = run === null || run.ops.length >= MAX_RUN_OPS || passesProfile ||
+        claim.keys.some((key) => keys.has(key))
+      ? newRun()
+      : run;
     for (const key of claim.keys) keys.add(key);
-    run.mask |= claim.parts;
-    const recipient = p.flat.sdid;
-    run.ops.push(p);
-    run.madeKnown.push((claim.parts & RUN_PARTS.notify) !== 0 && known.has(recipient!));
-    if (p.flat.k === OP_KIND.postPut) known.add(p.flat.did);
-    if (p.flat.k === OP_KIND.followPut) {
-      known.add(p.flat.did);
-      known.add(p.flat.sdid!);
+    r.mask |= claim.parts;
+    r.ops.push(p);
+    r.madeKnown.push(notifies && known.has(sdid!));
+    if (k === OP_KIND.postPut) known.add(did);
+    if (k === OP_KIND.followPut) {
+      known.add(did);
+      known.add(sdid!);
     }
   }
   return runs;
