@@ -204,6 +204,14 @@ for (const fastPath of [false, true]) {
           followOp(E, "3kfollow00006", DAN),
           postOp(DAN, "3kddddddddd22", "dan"),
           followOp(ALICE, "3kfollow00007", DAN),
+          // A profile record, then the account's post (it copies the avatar), then a like that
+          // notifies it (the profile row made it known); a block and a status in between.
+          profileOp(didOf("gina"), { displayName: "Gina", avatar: cidOf("gina-avatar") }),
+          blockOp(BOB, "3kblock000001", didOf("gina")),
+          postOp(didOf("gina"), "3kggggggggg22", "gina"),
+          profileOp(didOf("hank"), { displayName: "Hank" }),
+          accountStatusOp(didOf("hank"), "takendown"),
+          likeOp(BOB, "3klike0000009", postUri(didOf("hank"), "3khhhhhhhhh22")),
         ],
       },
     ], { fastPath });
