@@ -39,7 +39,7 @@
  */
 
 import { DEFERRABLE_KINDS, OP_KIND, RUN_PARTS } from "../../db/pg/write_functions.ts";
-import type { PendingOp } from "./pg_writer.ts";
+import type { PendingOp } from "./flatten.ts";
 
 /** Ops applied together: a run by set-based statements, or ops one by one. */
 export interface Run {

@@ -294,3 +294,15 @@ export function prepareOp(op: IndexOp): PreparedOp {
     }
   }
 }
+
+/** One applied op on its way to the database. */
+export interface PendingOp {
+  /** Position in the batch's ops. */
+  readonly index: number;
+  readonly flat: FlatOp;
+  /** Indexing time. */
+  readonly now: string;
+  /** Actor ids of `flat.did` and `flat.sdid` (null: none). */
+  a: number | null;
+  s: number | null;
+}

@@ -66,7 +66,7 @@ import {
 } from "../apply_ops.ts";
 import { diffRepo } from "../backfill/repo_diff.ts";
 import { type SkipReason, SkipTally } from "../skips.ts";
-import { type FlatOp, INDEXED_COLLECTIONS, type PreparedOp, prepareOp } from "./flatten.ts";
+import { INDEXED_COLLECTIONS, type PendingOp, type PreparedOp, prepareOp } from "./flatten.ts";
 import { planRuns, type Run } from "./fast_path.ts";
 import { readIndexedRecords } from "./indexed_records.ts";
 
@@ -91,18 +91,6 @@ export interface PgIndexWriterOptions extends IndexWriterOptions {
    * through `index_apply_op` (the reference the fast path is tested against).
    */
   fastPath?: boolean;
-}
-
-/** One applied op on its way to the database. */
-export interface PendingOp {
-  /** Position in the batch's ops. */
-  readonly index: number;
-  readonly flat: FlatOp;
-  /** Indexing time. */
-  readonly now: string;
-  /** Actor ids of `flat.did` and `flat.sdid` (null: none). */
-  a: number | null;
-  s: number | null;
 }
 
 /** What the database reports of an op: a handle held by another DID, or (isolated) an error. */
