@@ -19,7 +19,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { AuthInfo, PdsContext, PdsEnv } from "../context.ts";
 import { XrpcError } from "../xrpc/errors.ts";
 import { APP_PASS_SCOPE, TokenError, verifyAccessToken } from "./tokens.ts";
-import { refuseInactiveAccount } from "../xrpc/account_state.ts";
+import { refuseInactiveAccount } from "../xrpc/account_checks.ts";
 
 const CACHE_LIMIT = 10_000;
 

@@ -21,7 +21,7 @@ import {
 import { resetPassword } from "../accounts/password_reset.ts";
 import { readBearerToken, requireAccess } from "../auth/access.ts";
 import { accountStatus } from "../accounts/account_status.ts";
-import { sessionStatus, takendownError } from "./account_state.ts";
+import { sessionStatus, takendownError } from "./account_checks.ts";
 import { TokenError } from "../auth/tokens.ts";
 import { RateLimiter } from "../rate_limiter.ts";
 import { clientAddress, clientKey } from "./client_address.ts";

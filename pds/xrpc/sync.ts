@@ -23,7 +23,7 @@ import { getBlob } from "../blobs/blob_store.ts";
 import { heldRecordCids } from "../moderation/record_takedown.ts";
 import { ConcurrencyGate, GateFullError } from "../concurrency_gate.ts";
 import { XrpcError } from "./errors.ts";
-import { refuseInactiveRepo, sessionStatus } from "./account_state.ts";
+import { refuseInactiveRepo, sessionStatus } from "./account_checks.ts";
 import { parseLimit, toXrpcError } from "./repo.ts";
 
 const NSID = "com.atproto.sync";
