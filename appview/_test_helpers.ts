@@ -39,8 +39,8 @@ import { loadAppviewConfig } from "./config.ts";
 import { type AppviewContext, createAppviewContext } from "./context.ts";
 import { openIndexDb } from "./db/open.ts";
 import { openSqliteIndexStore, type SqliteStore } from "./db/sqlite_store.ts";
-import type { IndexStore, SqliteIndexStore } from "./db/store.ts";
-import { IndexWriter } from "./ingest/apply_ops.ts";
+import type { IndexStore, IndexWriterApi, SqliteIndexStore } from "./db/store.ts";
+import { type ApplyResult, IndexWriter } from "./ingest/apply_ops.ts";
 import {
   type AccountDirectory,
   accountFromDocument,
@@ -963,6 +963,65 @@ export function forEachBackend(name: string, fn: (backend: Backend) => Promise<v
     sanitizeResources: false,
     sanitizeOps: false,
   });
+}
+
+/**
+ * A fresh index of either backend reached only through the store's writer (`IndexWriterApi`) and
+ * raw SQL: the write path's tests on both backends (`_fixtures.ts` `openTestIndex` is SQLite's).
+ */
+export interface BackendIndex extends AsyncDisposable {
+  readonly backend: Backend;
+  readonly store: IndexStore;
+  readonly writer: IndexWriterApi;
+  /** Applies ops through `store.writer` and returns the result. */
+  apply(...ops: IndexOp[]): Promise<ApplyResult>;
+  /** One row as a plain object, or undefined (`?` placeholders on both backends). */
+  row(sql: string, ...params: unknown[]): Promise<Record<string, unknown> | undefined>;
+  /** All rows as plain objects (`?` placeholders on both backends). */
+  rows(sql: string, ...params: unknown[]): Promise<Record<string, unknown>[]>;
+}
+
+/**
+ * Opens a {@link BackendIndex} whose writer's clock ticks one second per reading from
+ * 2024-06-01 (`fixedClock` pins it), as `openTestIndex` does.
+ */
+export async function openBackendIndex(
+  backend: Backend,
+  opts: { fixedClock?: boolean; batchSize?: number } = {},
+): Promise<BackendIndex> {
+  let t = Date.parse("2024-06-01T00:00:00.000Z");
+  const now = opts.fixedClock ? () => new Date(t) : () => new Date(t += 1000);
+  let store: IndexStore;
+  let rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
+  let close: () => Promise<void>;
+  if (backend === "sqlite") {
+    const db = openIndexDb(":memory:");
+    store = openSqliteIndexStore(db, { now, log: silentLogger, batchSize: opts.batchSize });
+    rows = (sql, params) =>
+      Promise.resolve(db.prepare(sql).all(...(params as never[])).map((r) => ({ ...r })));
+    close = () => Promise.resolve(db.close());
+  } else {
+    const { openPgIndexStore } = await import("./db/pg/store.ts");
+    const pg = await openPgIndexStore(await freshBackendDatabase(), {
+      now,
+      log: silentLogger,
+      batchSize: opts.batchSize,
+      poolMax: 4,
+    });
+    store = pg;
+    rows = async (sql, params) =>
+      (await pg.sql.unsafe(toPgPlaceholders(sql), params as never[])).map((r) => ({ ...r }));
+    close = () => pg.close();
+  }
+  return {
+    backend,
+    store,
+    writer: store.writer,
+    apply: (...ops) => store.writer.applyOps(ops),
+    row: async (sql, ...params) => (await rows(sql, params))[0],
+    rows: (sql, ...params) => rows(sql, params),
+    [Symbol.asyncDispose]: close,
+  };
 }
 
 /** Registers the last test of a file using {@link forEachBackend}: it stops the file's cluster. */
