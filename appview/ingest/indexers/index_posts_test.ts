@@ -13,25 +13,27 @@ import {
   didOf,
   handleOp,
   likeOp,
-  openTestIndex,
   postOp,
   profileOp,
   repostOp,
-  type TestIndex,
   uriOf,
 } from "../../_fixtures.ts";
+import {
+  type BackendIndex,
+  endBackendTests,
+  forEachBackend,
+  openBackendIndex,
+} from "../../_test_helpers.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
 const P1 = uriOf(ALICE, COLLECTION_POST, "p1");
 const AVATAR = cidOf("avatar");
 
-function search(ix: TestIndex, q: string): unknown[] {
-  return ix.rows(
-    `SELECT p.uri FROM posts_fts f JOIN posts p ON p.id = f.rowid
-     WHERE posts_fts MATCH ? ORDER BY f.rowid DESC`,
-    q,
-  ).map((r) => r.uri);
+/** The URIs of the posts a search for `q` finds, newest first (the store's search view). */
+async function search(ix: BackendIndex, q: string): Promise<unknown[]> {
+  const page = await ix.store.views.search.search(q, { limit: 100, before: null });
+  return page.rows.map((r) => r.uri);
 }
 
 Deno.test("placeholderHandle truncates the DID with an ellipsis and no @ (spec 2.1)", () => {
@@ -40,12 +42,12 @@ Deno.test("placeholderHandle truncates the DID with an ellipsis and no @ (spec 2
   assert.equal(isPlaceholderHandle("alice.test"), false);
 });
 
-Deno.test("a post is stored with every wire field of spec 2.1", () => {
-  using ix = openTestIndex();
+forEachBackend("a post is stored with every wire field of spec 2.1", async (backend) => {
+  await using ix = await openBackendIndex(backend);
   const embed = { $type: "com.example.unknown", nested: { x: [1, "two"] } };
   const op = postOp(ALICE, "p1", "hello world", { embed, langs: ["en"] });
-  assert.deepEqual(ix.apply(op), { applied: 1, skipped: 0 });
-  assert.deepEqual(ix.row("SELECT * FROM posts"), {
+  assert.deepEqual(await ix.apply(op), { applied: 1, skipped: 0 });
+  assert.deepEqual(await ix.row("SELECT * FROM posts"), {
     id: 1,
     author: 1, // the interned id of ALICE, the first DID this index saw
     uri: P1,
@@ -66,17 +68,17 @@ Deno.test("a post is stored with every wire field of spec 2.1", () => {
     indexed_at: "2024-06-01T00:00:01.000Z",
     handle_attempted_at: null,
   });
-  assert.deepEqual(ix.row("SELECT post_count FROM profiles WHERE did = ?", ALICE), {
+  assert.deepEqual(await ix.row("SELECT post_count FROM profiles WHERE did = ?", ALICE), {
     post_count: 1,
   });
-  assert.deepEqual(search(ix, "world"), [P1]);
+  assert.deepEqual(await search(ix, "world"), [P1]);
 });
 
-Deno.test("a reply stores parent and root; langs default to []", () => {
-  using ix = openTestIndex();
+forEachBackend("a reply stores parent and root; langs default to []", async (backend) => {
+  await using ix = await openBackendIndex(backend);
   const root = uriOf(BOB, COLLECTION_POST, "r");
-  ix.apply(postOp(ALICE, "p1", "re", { parent: uriOf(BOB, COLLECTION_POST, "x"), root }));
-  assert.deepEqual(ix.row("SELECT parent_uri, root_uri, langs, embed FROM posts"), {
+  await ix.apply(postOp(ALICE, "p1", "re", { parent: uriOf(BOB, COLLECTION_POST, "x"), root }));
+  assert.deepEqual(await ix.row("SELECT parent_uri, root_uri, langs, embed FROM posts"), {
     parent_uri: uriOf(BOB, COLLECTION_POST, "x"),
     root_uri: root,
     langs: "[]",
@@ -84,163 +86,207 @@ Deno.test("a reply stores parent and root; langs default to []", () => {
   });
 });
 
-Deno.test("an update replaces content and search text but keeps id and indexed_at", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "p1", "first words"));
-  ix.apply(postOp(ALICE, "p1", "second thoughts", { update: true }));
-  assert.deepEqual(ix.row("SELECT id, text, indexed_at FROM posts"), {
-    id: 1,
-    text: "second thoughts",
-    indexed_at: "2024-06-01T00:00:01.000Z",
-  });
-  assert.deepEqual(search(ix, "first"), []);
-  assert.deepEqual(search(ix, "thoughts"), [P1]);
-  assert.deepEqual(ix.row("SELECT post_count FROM profiles"), { post_count: 1 });
-});
+forEachBackend(
+  "an update replaces content and search text but keeps id and indexed_at",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "p1", "first words"));
+    await ix.apply(postOp(ALICE, "p1", "second thoughts", { update: true }));
+    assert.deepEqual(await ix.row("SELECT id, text, indexed_at FROM posts"), {
+      id: 1,
+      text: "second thoughts",
+      indexed_at: "2024-06-01T00:00:01.000Z",
+    });
+    assert.deepEqual(await search(ix, "first"), []);
+    assert.deepEqual(await search(ix, "thoughts"), [P1]);
+    assert.deepEqual(await ix.row("SELECT post_count FROM profiles"), { post_count: 1 });
+  },
+);
 
-Deno.test("a post delete removes the row and its search entry and decrements post_count", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "p1", "gone soon"), postOp(ALICE, "p2", "stays"));
-  ix.apply(deleteOp(ALICE, COLLECTION_POST, "p1"), deleteOp(ALICE, COLLECTION_POST, "p1"));
-  assert.deepEqual(ix.rows("SELECT rkey FROM posts"), [{ rkey: "p2" }]);
-  assert.deepEqual(search(ix, "gone"), []);
-  assert.deepEqual(ix.row("SELECT count(*) AS n FROM posts_fts"), { n: 1 });
-  assert.deepEqual(ix.row("SELECT post_count FROM profiles"), { post_count: 1 });
-});
+forEachBackend(
+  "a post delete removes the row and its search entry and decrements post_count",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "p1", "gone soon"), postOp(ALICE, "p2", "stays"));
+    await ix.apply(deleteOp(ALICE, COLLECTION_POST, "p1"), deleteOp(ALICE, COLLECTION_POST, "p1"));
+    assert.deepEqual(await ix.rows("SELECT rkey FROM posts"), [{ rkey: "p2" }]);
+    assert.deepEqual(await search(ix, "gone"), []);
+    // posts_fts is SQLite's full-text table (PostgreSQL's search vector is a column of posts).
+    if (ix.backend === "sqlite") {
+      assert.deepEqual(await ix.row("SELECT count(*) AS n FROM posts_fts"), { n: 1 });
+    }
+    assert.deepEqual(await ix.row("SELECT post_count FROM profiles"), { post_count: 1 });
+  },
+);
 
-Deno.test("like, unlike, like leaves like_count 1; redelivery never double-counts", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "p1", "hello"));
-  ix.apply(likeOp(BOB, "l1", P1), likeOp(BOB, "l1", P1));
-  assert.deepEqual(ix.row("SELECT like_count FROM posts"), { like_count: 1 });
-  ix.apply(deleteOp(BOB, COLLECTION_LIKE, "l1"), deleteOp(BOB, COLLECTION_LIKE, "l1"));
-  assert.deepEqual(ix.row("SELECT like_count FROM posts"), { like_count: 0 });
-  ix.apply(likeOp(BOB, "l2", P1), repostOp(BOB, "r1", P1), repostOp(ALICE, "r2", P1));
-  ix.apply(deleteOp(ALICE, COLLECTION_REPOST, "r2"));
-  assert.deepEqual(ix.row("SELECT like_count, repost_count FROM posts"), {
-    like_count: 1,
-    repost_count: 1,
-  });
-});
+forEachBackend(
+  "like, unlike, like leaves like_count 1; redelivery never double-counts",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "p1", "hello"));
+    await ix.apply(likeOp(BOB, "l1", P1), likeOp(BOB, "l1", P1));
+    assert.deepEqual(await ix.row("SELECT like_count FROM posts"), { like_count: 1 });
+    await ix.apply(deleteOp(BOB, COLLECTION_LIKE, "l1"), deleteOp(BOB, COLLECTION_LIKE, "l1"));
+    assert.deepEqual(await ix.row("SELECT like_count FROM posts"), { like_count: 0 });
+    await ix.apply(likeOp(BOB, "l2", P1), repostOp(BOB, "r1", P1), repostOp(ALICE, "r2", P1));
+    await ix.apply(deleteOp(ALICE, COLLECTION_REPOST, "r2"));
+    assert.deepEqual(await ix.row("SELECT like_count, repost_count FROM posts"), {
+      like_count: 1,
+      repost_count: 1,
+    });
+  },
+);
 
-Deno.test("likes and reposts that arrive before their post are counted when it arrives", () => {
-  using ix = openTestIndex();
-  ix.apply(likeOp(BOB, "l1", P1), likeOp(didOf("carol"), "l1", P1), repostOp(BOB, "r1", P1));
-  ix.apply(postOp(ALICE, "p1", "late"));
-  assert.deepEqual(ix.row("SELECT like_count, repost_count FROM posts"), {
-    like_count: 2,
-    repost_count: 1,
-  });
-});
+forEachBackend(
+  "likes and reposts that arrive before their post are counted when it arrives",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(
+      likeOp(BOB, "l1", P1),
+      likeOp(didOf("carol"), "l1", P1),
+      repostOp(BOB, "r1", P1),
+    );
+    await ix.apply(postOp(ALICE, "p1", "late"));
+    assert.deepEqual(await ix.row("SELECT like_count, repost_count FROM posts"), {
+      like_count: 2,
+      repost_count: 1,
+    });
+  },
+);
 
-Deno.test("a post takes the author's avatar and handle from the profile cache", () => {
-  using ix = openTestIndex();
-  ix.apply(handleOp(ALICE, "Alice.Test"), profileOp(ALICE, { avatar: AVATAR }));
-  ix.apply(postOp(ALICE, "p1", "hello"));
-  assert.deepEqual(ix.row("SELECT handle, avatar_cid FROM posts"), {
-    handle: "alice.test",
-    avatar_cid: AVATAR,
-  });
-});
-
-Deno.test("re-indexing a post never replaces a known avatar with null (spec 2.1)", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "p1", "before the profile"));
-  ix.apply(profileOp(ALICE, { avatar: AVATAR }));
-  assert.deepEqual(ix.row("SELECT avatar_cid FROM posts"), { avatar_cid: AVATAR });
-  ix.apply(deleteOp(ALICE, COLLECTION_PROFILE, PROFILE_RKEY));
-  ix.apply(postOp(ALICE, "p1", "edited", { update: true }));
-  assert.deepEqual(ix.row("SELECT text, avatar_cid FROM posts"), {
-    text: "edited",
-    avatar_cid: AVATAR,
-  });
-});
-
-Deno.test("deleting the profile record clears its fields but keeps counters and handle", () => {
-  using ix = openTestIndex();
-  ix.apply(
-    handleOp(ALICE, "alice.test"),
-    profileOp(ALICE, { displayName: "Alice", description: "hi", avatar: AVATAR, banner: AVATAR }),
-    postOp(ALICE, "p1", "hello"),
-  );
-  ix.apply(deleteOp(ALICE, COLLECTION_PROFILE, PROFILE_RKEY));
-  assert.deepEqual(
-    ix.row(
-      `SELECT handle, display_name, description, avatar_cid, banner_cid, has_record, post_count
-       FROM profiles`,
-    ),
-    {
+forEachBackend(
+  "a post takes the author's avatar and handle from the profile cache",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(handleOp(ALICE, "Alice.Test"), profileOp(ALICE, { avatar: AVATAR }));
+    await ix.apply(postOp(ALICE, "p1", "hello"));
+    assert.deepEqual(await ix.row("SELECT handle, avatar_cid FROM posts"), {
       handle: "alice.test",
-      display_name: null,
-      description: null,
-      avatar_cid: null,
-      banner_cid: null,
+      avatar_cid: AVATAR,
+    });
+  },
+);
+
+forEachBackend(
+  "re-indexing a post never replaces a known avatar with null (spec 2.1)",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "p1", "before the profile"));
+    await ix.apply(profileOp(ALICE, { avatar: AVATAR }));
+    assert.deepEqual(await ix.row("SELECT avatar_cid FROM posts"), { avatar_cid: AVATAR });
+    await ix.apply(deleteOp(ALICE, COLLECTION_PROFILE, PROFILE_RKEY));
+    await ix.apply(postOp(ALICE, "p1", "edited", { update: true }));
+    assert.deepEqual(await ix.row("SELECT text, avatar_cid FROM posts"), {
+      text: "edited",
+      avatar_cid: AVATAR,
+    });
+  },
+);
+
+forEachBackend(
+  "deleting the profile record clears its fields but keeps counters and handle",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(
+      handleOp(ALICE, "alice.test"),
+      profileOp(ALICE, { displayName: "Alice", description: "hi", avatar: AVATAR, banner: AVATAR }),
+      postOp(ALICE, "p1", "hello"),
+    );
+    await ix.apply(deleteOp(ALICE, COLLECTION_PROFILE, PROFILE_RKEY));
+    assert.deepEqual(
+      await ix.row(
+        `SELECT handle, display_name, description, avatar_cid, banner_cid, has_record, post_count
+       FROM profiles`,
+      ),
+      {
+        handle: "alice.test",
+        display_name: null,
+        description: null,
+        avatar_cid: null,
+        banner_cid: null,
+        has_record: 0,
+        post_count: 1,
+      },
+    );
+  },
+);
+
+forEachBackend(
+  "a handle op renames the author's posts and clears their handle attempt time",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "p1", "one"), postOp(ALICE, "p2", "two"));
+    await ix.rows("UPDATE posts SET handle_attempted_at = '2024-06-01T00:00:00.000Z'");
+    await ix.apply(handleOp(ALICE, "alice.test"));
+    assert.deepEqual(await ix.rows("SELECT handle, handle_attempted_at FROM posts"), [
+      { handle: "alice.test", handle_attempted_at: null },
+      { handle: "alice.test", handle_attempted_at: null },
+    ]);
+    assert.deepEqual(await ix.row("SELECT handle, has_record FROM profiles"), {
+      handle: "alice.test",
       has_record: 0,
-      post_count: 1,
-    },
-  );
-});
+    });
+    await ix.apply(handleOp(ALICE, null));
+    assert.deepEqual(await ix.rows("SELECT DISTINCT handle FROM posts"), [
+      { handle: placeholderHandle(ALICE) },
+    ]);
+    assert.deepEqual(await ix.row("SELECT handle FROM profiles"), { handle: null });
+  },
+);
 
-Deno.test("a handle op renames the author's posts and clears their handle attempt time", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "p1", "one"), postOp(ALICE, "p2", "two"));
-  ix.db.exec("UPDATE posts SET handle_attempted_at = '2024-06-01T00:00:00.000Z'");
-  ix.apply(handleOp(ALICE, "alice.test"));
-  assert.deepEqual(ix.rows("SELECT handle, handle_attempted_at FROM posts"), [
-    { handle: "alice.test", handle_attempted_at: null },
-    { handle: "alice.test", handle_attempted_at: null },
-  ]);
-  assert.deepEqual(ix.row("SELECT handle, has_record FROM profiles"), {
-    handle: "alice.test",
-    has_record: 0,
-  });
-  ix.apply(handleOp(ALICE, null));
-  assert.deepEqual(ix.rows("SELECT DISTINCT handle FROM posts"), [
-    { handle: placeholderHandle(ALICE) },
-  ]);
-  assert.deepEqual(ix.row("SELECT handle FROM profiles"), { handle: null });
-});
+forEachBackend(
+  "a handle the account host gives another DID is taken from the previous holder",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(handleOp(ALICE, "name.test"), postOp(ALICE, "p1", "one"));
+    await ix.apply({ ...handleOp(BOB, "name.test"), authoritative: true });
+    assert.deepEqual(await ix.rows("SELECT did, handle FROM profiles ORDER BY did"), [
+      { did: ALICE, handle: null },
+      { did: BOB, handle: "name.test" },
+    ]);
+    assert.deepEqual(await ix.row("SELECT handle FROM posts"), {
+      handle: placeholderHandle(ALICE),
+    });
+  },
+);
 
-Deno.test("a handle the account host gives another DID is taken from the previous holder", () => {
-  using ix = openTestIndex();
-  ix.apply(handleOp(ALICE, "name.test"), postOp(ALICE, "p1", "one"));
-  ix.apply({ ...handleOp(BOB, "name.test"), authoritative: true });
-  assert.deepEqual(ix.rows("SELECT did, handle FROM profiles ORDER BY did"), [
-    { did: ALICE, handle: null },
-    { did: BOB, handle: "name.test" },
-  ]);
-  assert.deepEqual(ix.row("SELECT handle FROM posts"), { handle: placeholderHandle(ALICE) });
-});
+forEachBackend(
+  "a claim from a DID document or the public stream cannot take a held handle",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(handleOp(ALICE, "name.test"), postOp(ALICE, "p1", "one"));
+    const result = await ix.apply(handleOp(BOB, "NAME.test"), postOp(BOB, "p2", "two"));
+    assert.deepEqual(result, { applied: 1, skipped: 1 });
+    assert.deepEqual(await ix.rows("SELECT did, handle FROM profiles ORDER BY did"), [
+      { did: ALICE, handle: "name.test" },
+      { did: BOB, handle: null },
+    ]);
+    assert.deepEqual(await ix.rows("SELECT did, handle FROM posts ORDER BY did"), [
+      { did: ALICE, handle: "name.test" },
+      { did: BOB, handle: placeholderHandle(BOB) },
+    ]);
+    assert.equal(ix.writer.stats().skippedByReason.handle_conflict, 1);
+    // An unheld handle is fine, and so is re-asserting one's own.
+    assert.deepEqual(await ix.apply(handleOp(BOB, "bob.test"), handleOp(ALICE, "name.test")), {
+      applied: 2,
+      skipped: 0,
+    });
+  },
+);
 
-Deno.test("a claim from a DID document or the public stream cannot take a held handle", () => {
-  using ix = openTestIndex();
-  ix.apply(handleOp(ALICE, "name.test"), postOp(ALICE, "p1", "one"));
-  const result = ix.apply(handleOp(BOB, "NAME.test"), postOp(BOB, "p2", "two"));
-  assert.deepEqual(result, { applied: 1, skipped: 1 });
-  assert.deepEqual(ix.rows("SELECT did, handle FROM profiles ORDER BY did"), [
-    { did: ALICE, handle: "name.test" },
-    { did: BOB, handle: null },
-  ]);
-  assert.deepEqual(ix.rows("SELECT did, handle FROM posts ORDER BY did"), [
-    { did: ALICE, handle: "name.test" },
-    { did: BOB, handle: placeholderHandle(BOB) },
-  ]);
-  assert.equal(ix.writer.stats().skippedByReason.handle_conflict, 1);
-  // An unheld handle is fine, and so is re-asserting one's own.
-  assert.deepEqual(ix.apply(handleOp(BOB, "bob.test"), handleOp(ALICE, "name.test")), {
-    applied: 2,
-    skipped: 0,
-  });
-});
+forEachBackend(
+  "a profile record takes the handle of the author's indexed posts",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "p1", "one"));
+    await ix.rows("UPDATE posts SET handle = 'alice.test'"); // as a handle resolver would
+    await ix.apply(profileOp(ALICE, { displayName: "Alice" }));
+    assert.deepEqual(await ix.row("SELECT handle, display_name, has_record FROM profiles"), {
+      handle: "alice.test",
+      display_name: "Alice",
+      has_record: 1,
+    });
+  },
+);
 
-Deno.test("a profile record takes the handle of the author's indexed posts", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "p1", "one"));
-  ix.db.exec("UPDATE posts SET handle = 'alice.test'"); // as a handle resolver would
-  ix.apply(profileOp(ALICE, { displayName: "Alice" }));
-  assert.deepEqual(ix.row("SELECT handle, display_name, has_record FROM profiles"), {
-    handle: "alice.test",
-    display_name: "Alice",
-    has_record: 1,
-  });
-});
+endBackendTests();
