@@ -488,26 +488,45 @@ export function dumpTables(
   opts: DumpOptions = {},
 ): Record<string, Record<string, unknown>[]> {
   const exclude = new Set(opts.exclude ?? []);
-  const omit = new Set(opts.omitColumns ?? []);
   const tables = db.prepare(
     "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
   ).all() as { name: string; sql: string }[];
   const virtual = tables.filter((t) => /^CREATE VIRTUAL TABLE/i.test(t.sql)).map((t) => t.name);
   const isShadow = (name: string) => virtual.some((v) => name.startsWith(`${v}_`));
-  const dids = new Map<unknown, unknown>();
-  if (tables.some((t) => t.name === "actors")) {
-    for (const { id, did } of db.prepare("SELECT id, did FROM actors").all()) dids.set(id, did);
-  }
-  const dump: Record<string, Record<string, unknown>[]> = {};
+  const raw: Record<string, Record<string, unknown>[]> = {};
   for (const { name } of tables) {
     if (exclude.has(name) || isShadow(name)) continue;
     const select = virtual.includes(name)
       ? `SELECT rowid FROM "${name}"`
       : `SELECT * FROM "${name}"`;
-    const rows = (db.prepare(select).all() as Record<string, unknown>[]).map((row) => {
+    raw[name] = db.prepare(select).all() as Record<string, unknown>[];
+  }
+  if (raw.actors === undefined && tables.some((t) => t.name === "actors")) {
+    // Excluded, but still the map from ids to DIDs.
+    const actors = db.prepare("SELECT id, did FROM actors").all() as Record<string, unknown>[];
+    return dumpRows(raw, opts, actors);
+  }
+  return dumpRows(raw, opts);
+}
+
+/** {@link dumpTables}'s form of raw table rows (actor ids as DIDs, columns left out, sorted). */
+function dumpRows(
+  raw: Record<string, Record<string, unknown>[]>,
+  opts: DumpOptions,
+  actors: Record<string, unknown>[] = raw.actors ?? [],
+): Record<string, Record<string, unknown>[]> {
+  const exclude = new Set(opts.exclude ?? []);
+  const omit = new Set(opts.omitColumns ?? []);
+  const dids = new Map<unknown, unknown>();
+  for (const { id, did } of actors) dids.set(typeof id === "bigint" ? Number(id) : id, did);
+  const dump: Record<string, Record<string, unknown>[]> = {};
+  for (const [name, tableRows] of Object.entries(raw)) {
+    if (exclude.has(name)) continue;
+    const rows = tableRows.map((row) => {
       const copy: Record<string, unknown> = {};
       const actorColumns = ACTOR_COLUMNS[name] ?? [];
-      for (const [k, v] of Object.entries(row)) {
+      for (const [k, value] of Object.entries(row)) {
+        const v = typeof value === "bigint" ? Number(value) : value;
         if (omit.has(k) || (name === "actors" && k === "id")) continue;
         copy[k] = actorColumns.includes(k) && v !== null ? dids.get(v) ?? v : v;
       }
@@ -979,6 +998,13 @@ export interface BackendIndex extends AsyncDisposable {
   row(sql: string, ...params: unknown[]): Promise<Record<string, unknown> | undefined>;
   /** All rows as plain objects (`?` placeholders on both backends). */
   rows(sql: string, ...params: unknown[]): Promise<Record<string, unknown>[]>;
+  /**
+   * Every table as {@link dumpTables} gives it (on PostgreSQL: its base tables, `schema_migrations`
+   * left out; ids as numbers), to compare states reached on one backend.
+   */
+  dump(opts?: DumpOptions): Promise<Record<string, Record<string, unknown>[]>>;
+  /** The SQLite connection, for SQLite-only checks (throws on PostgreSQL). */
+  readonly db: DatabaseSync;
 }
 
 /**
@@ -994,12 +1020,14 @@ export async function openBackendIndex(
   let store: IndexStore;
   let rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
   let close: () => Promise<void>;
+  let db: DatabaseSync | null = null;
   if (backend === "sqlite") {
-    const db = openIndexDb(":memory:");
+    db = openIndexDb(":memory:");
     store = openSqliteIndexStore(db, { now, log: silentLogger, batchSize: opts.batchSize });
+    const sqlite = db;
     rows = (sql, params) =>
-      Promise.resolve(db.prepare(sql).all(...(params as never[])).map((r) => ({ ...r })));
-    close = () => Promise.resolve(db.close());
+      Promise.resolve(sqlite.prepare(sql).all(...(params as never[])).map((r) => ({ ...r })));
+    close = () => Promise.resolve(sqlite.close());
   } else {
     const { openPgIndexStore } = await import("./db/pg/store.ts");
     const pg = await openPgIndexStore(await freshBackendDatabase(), {
@@ -1020,6 +1048,24 @@ export async function openBackendIndex(
     apply: (...ops) => store.writer.applyOps(ops),
     row: async (sql, ...params) => (await rows(sql, params))[0],
     rows: (sql, ...params) => rows(sql, params),
+    async dump(opts = {}) {
+      if (db !== null) return dumpTables(db, opts);
+      const tables = await rows(
+        `SELECT table_name AS name FROM information_schema.tables
+         WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
+         AND table_name <> 'schema_migrations' ORDER BY table_name`,
+        [],
+      );
+      const raw: Record<string, Record<string, unknown>[]> = {};
+      for (const { name } of tables) {
+        raw[name as string] = await rows(`SELECT * FROM "${name}"`, []);
+      }
+      return dumpRows(raw, opts);
+    },
+    get db(): DatabaseSync {
+      if (db === null) throw new Error("ix.db is SQLite's; on PostgreSQL use ix.rows or ix.store");
+      return db;
+    },
     [Symbol.asyncDispose]: close,
   };
 }
