@@ -1,3 +1,5 @@
+// SQLite-only: ActorIds is the synchronous SQLite writer's id cache, driven here with raw
+// transactions and savepoints (PostgreSQL interns DIDs in its statements).
 import assert from "node:assert/strict";
 import { openIndexDb } from "../../db/open.ts";
 import { ActorIds } from "./actors.ts";

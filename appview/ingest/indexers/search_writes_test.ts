@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
+import type { DatabaseSync } from "node:sqlite";
 import type { IndexOp } from "../../../shared/ops.ts";
 import {
   deleteOp,
@@ -12,6 +13,12 @@ import {
   type TestIndex,
   uriOf,
 } from "../../_fixtures.ts";
+import {
+  type BackendIndex,
+  endBackendTests,
+  forEachBackend,
+  openBackendIndex,
+} from "../../_test_helpers.ts";
 
 // Full-text writes are queued and written before COMMIT (search_writes.ts); these tests check
 // what a search sees afterwards (spec 4.2 search) and that the queue is written in one go.
@@ -27,8 +34,14 @@ function search(ix: TestIndex, q: string): string[] {
   ).map((r) => r.rkey as string);
 }
 
-function ftsRowCount(ix: TestIndex): number {
-  return ix.row("SELECT count(*) AS n FROM posts_fts")!.n as number;
+function ftsRowCount(db: DatabaseSync): number {
+  return (db.prepare("SELECT count(*) AS n FROM posts_fts").get() as { n: number }).n;
+}
+
+/** The rkeys of the posts the store's search view finds for `q`, newest first (both backends). */
+async function viewSearch(ix: BackendIndex, q: string): Promise<string[]> {
+  const page = await ix.store.views.search.search(q, { limit: 100, before: null });
+  return page.rows.map((r) => r.rkey);
 }
 
 /** Rows of FTS5's own storage table: one per segment leaf and structure record. */
@@ -36,33 +49,37 @@ function ftsDataRows(ix: TestIndex): number {
   return ix.row("SELECT count(*) AS n FROM posts_fts_data")!.n as number;
 }
 
-Deno.test("a batch's net full-text changes are applied: new, updated, deleted, both", () => {
-  using ix = openTestIndex();
-  ix.apply(postOp(ALICE, "old", "apple banana"), postOp(ALICE, "gone", "cherry"));
-  assert.deepEqual(search(ix, "apple"), ["old"]);
-  // One transaction: update one post twice, delete another, add one and delete it again, add
-  // one that stays.
-  const result = ix.apply(
-    postOp(ALICE, "old", "damson"),
-    postOp(ALICE, "old", "elderberry fig"),
-    deleteOp(ALICE, COLLECTION_POST, "gone"),
-    postOp(BOB, "brief", "grape"),
-    deleteOp(BOB, COLLECTION_POST, "brief"),
-    postOp(BOB, "new", "honeydew apple"),
-  );
-  assert.deepEqual(result, { applied: 6, skipped: 0 });
-  assert.deepEqual(search(ix, "apple"), ["new"]);
-  assert.deepEqual(search(ix, "banana"), []);
-  assert.deepEqual(search(ix, "damson"), []);
-  assert.deepEqual(search(ix, "elderberry"), ["old"]);
-  assert.deepEqual(search(ix, "cherry"), []);
-  assert.deepEqual(search(ix, "grape"), []);
-  assert.equal(ftsRowCount(ix), 2);
-  assert.deepEqual(ix.rows("SELECT rkey FROM posts ORDER BY id"), [{ rkey: "old" }, {
-    rkey: "new",
-  }]);
-});
+forEachBackend(
+  "a batch's net full-text changes are applied: new, updated, deleted, both",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    await ix.apply(postOp(ALICE, "old", "apple banana"), postOp(ALICE, "gone", "cherry"));
+    assert.deepEqual(await viewSearch(ix, "apple"), ["old"]);
+    // One transaction: update one post twice, delete another, add one and delete it again, add
+    // one that stays.
+    const result = await ix.apply(
+      postOp(ALICE, "old", "damson"),
+      postOp(ALICE, "old", "elderberry fig"),
+      deleteOp(ALICE, COLLECTION_POST, "gone"),
+      postOp(BOB, "brief", "grape"),
+      deleteOp(BOB, COLLECTION_POST, "brief"),
+      postOp(BOB, "new", "honeydew apple"),
+    );
+    assert.deepEqual(result, { applied: 6, skipped: 0 });
+    assert.deepEqual(await viewSearch(ix, "apple"), ["new"]);
+    assert.deepEqual(await viewSearch(ix, "banana"), []);
+    assert.deepEqual(await viewSearch(ix, "damson"), []);
+    assert.deepEqual(await viewSearch(ix, "elderberry"), ["old"]);
+    assert.deepEqual(await viewSearch(ix, "cherry"), []);
+    assert.deepEqual(await viewSearch(ix, "grape"), []);
+    if (ix.backend === "sqlite") assert.equal(ftsRowCount(ix.db), 2); // FTS5's table
+    assert.deepEqual(await ix.rows("SELECT rkey FROM posts ORDER BY id"), [{ rkey: "old" }, {
+      rkey: "new",
+    }]);
+  },
+);
 
+// SQLite-only, like the tests below: FTS5's rowids, segments and queued writes (search_writes.ts).
 Deno.test("a post id reused within one batch is indexed with the new post's text", () => {
   using ix = openTestIndex();
   ix.apply(postOp(ALICE, "first", "kiwi"), postOp(ALICE, "last", "lemon"));
@@ -73,7 +90,7 @@ Deno.test("a post id reused within one batch is indexed with the new post's text
   assert.deepEqual(search(ix, "lemon"), []);
   assert.deepEqual(search(ix, "mango"), ["again"]);
   assert.deepEqual(search(ix, "kiwi"), ["first"]);
-  assert.equal(ftsRowCount(ix), 2);
+  assert.equal(ftsRowCount(ix.db), 2);
 });
 
 Deno.test("ops that open statement journals no longer split the full-text index per op", () => {
@@ -92,7 +109,7 @@ Deno.test("ops that open statement journals no longer split the full-text index 
   }
   assert.deepEqual(ix.writer.applyOps(ops), { applied: ops.length, skipped: 0 });
   assert.equal(ix.writer.stats().batches, 2);
-  assert.equal(ftsRowCount(ix), 1 + 90);
+  assert.equal(ftsRowCount(ix.db), 1 + 90);
   assert.deepEqual(search(ix, "word42"), ["p42"]);
   assert.deepEqual(search(ix, "word49"), []);
   // One new segment: one leaf row (the structure record is rewritten in place). Written per op,
@@ -115,7 +132,7 @@ Deno.test("an op failing after its post row was written leaves no full-text row 
   ]);
   assert.deepEqual(result, { applied: 2, skipped: 1 });
   assert.equal(ix.writer.stats().retriedBatches, 1);
-  assert.equal(ftsRowCount(ix), 1);
+  assert.equal(ftsRowCount(ix.db), 1);
   // The failed post's rowid goes to the next post: its text alone must match it.
   ix.apply(postOp(BOB, "next", "ugli"));
   assert.deepEqual(search(ix, "tangerine"), []);
@@ -141,3 +158,5 @@ Deno.test("when the full-text writes fail, the batch is re-run op by op: posts s
   ]);
   assert.equal(ix.db.isTransaction, false);
 });
+
+endBackendTests();
