@@ -21,6 +21,7 @@ const BENCHES: readonly { name: string; module: string; fn: string }[] = [
   { name: "fanout", module: "./fanout_bench.ts", fn: "benchFanout" },
   { name: "auth", module: "./auth_bench.ts", fn: "benchAuth" },
   { name: "query", module: "./query_bench.ts", fn: "benchQueries" },
+  { name: "pg-query", module: "./pg_query_bench.ts", fn: "benchPgQueries" },
   { name: "web", module: "./web_bench.ts", fn: "benchWeb" },
   {
     name: "subscriber-memory",

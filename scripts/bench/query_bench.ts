@@ -66,10 +66,11 @@ const VOCABULARY = 5_000;
 const BLOCKS_PER_VIEWER = 50;
 const MUTES_PER_VIEWER = 50;
 const REQUESTS = 2_000;
-const WARMUP = 200;
+/** Requests per workload sent before the measured ones (not counted). */
+export const WARMUP = 200;
 
 /** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   return () => {
     seed = (seed + 0x6d2b79f5) | 0;
     let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
@@ -263,7 +264,7 @@ function upgradeInPlace(path: string): void {
  * Blocks both ways and mutes for every viewer (see the module comment), through the write path
  * (blocks are records) and the mute list (private, written by `/api/mutes` only).
  */
-function seedSafety(db: DatabaseSync, random: () => number): void {
+export function seedSafety(db: DatabaseSync, random: () => number): void {
   const writer = new IndexWriter(db, { now: () => new Date(Date.parse(CREATED_AT)) });
   const views = createViews(db);
   const follows = db.prepare(
@@ -297,13 +298,15 @@ function seedSafety(db: DatabaseSync, random: () => number): void {
   writer.applyOps(ops);
 }
 
-interface Workload {
+/** One workload: its request paths (warm-up first) and p99 budget. */
+export interface Workload {
   name: string;
   budgetMs: number;
   paths: string[];
 }
 
-function workloads(db: DatabaseSync, random: () => number): Workload[] {
+/** The workloads' request paths, drawn from the data set in `db` (timeline cursors included). */
+export function workloads(db: DatabaseSync, random: () => number): Workload[] {
   const views = createViews(db);
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(random() * xs.length)];
   const viewers = Array.from({ length: VIEWERS }, (_, v) => userDid(viewerIndex(v)));
@@ -409,7 +412,7 @@ function startIngest(path: string): { stop(): Promise<{ ops: number; seconds: nu
 }
 
 /** Runs the workloads in a worker against `url`; returns latencies per workload. */
-function runClient(url: string, batches: { name: string; paths: string[] }[]) {
+export function runClient(url: string, batches: { name: string; paths: string[] }[]) {
   const worker = new Worker(new URL("./_query_bench_client.ts", import.meta.url).href, {
     type: "module",
   });
