@@ -98,7 +98,7 @@ function* copyChunks(
  * and empty): per table, its secondary indexes dropped, COPY, the indexes built again; then the
  * identity sequences and ANALYZE. Returns the rows copied.
  */
-async function copyIntoPg(db: DatabaseSync, url: string): Promise<number> {
+export async function copyIntoPg(db: DatabaseSync, url: string): Promise<number> {
   const sql = postgres(url, {
     max: 1,
     onnotice: () => {},
