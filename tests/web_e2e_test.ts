@@ -752,7 +752,7 @@ Deno.test({
         );
         await a.keyboard.press("Escape");
         await waitUntil(a, `!document.querySelector("dialog")`);
-        assert.equal(await a.evaluate(`document.activeElement === ${reportButton}`), true);
+        await waitUntil(a, `document.activeElement === ${reportButton}`);
 
         await clickInPost(a, second, "button.report");
         await a.waitForSelector("dialog[open] input[type=radio]", { timeout: TIMEOUT });

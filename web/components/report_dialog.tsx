@@ -9,7 +9,7 @@
  */
 
 import type { JSX } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { type ReportReasonType, type StrongRef, XrpcClientError } from "../../shared/client.ts";
 import { countGraphemes } from "../../shared/graphemes.ts";
 import { errorText, useSessionGuard } from "../hooks.ts";
@@ -106,7 +106,9 @@ export function ReportDialog(props: ReportDialogProps): JSX.Element {
     if (d && !d.open) d.showModal();
     first.current?.focus();
   }, []);
-  useEffect(() => {
+  // In the commit that shows the thanks, not after the next paint: a keyboard or screen reader
+  // user is never left on the removed Send button (and the browser test sees no gap).
+  useLayoutEffect(() => {
     if (phase === "sent") done.current?.focus();
   }, [phase]);
 
