@@ -74,9 +74,19 @@ import { HandleIndexer, ProfileCounters, ProfileIndexer } from "./indexers/index
 import { Notifier } from "./indexers/notify.ts";
 import { SearchIndexWrites } from "./indexers/search_writes.ts";
 import { type SkipReason, SkipTally } from "./skips.ts";
+import {
+  admitCommit,
+  checkBatchSize,
+  type CommitRef,
+  copyStats,
+  countBatch,
+  emptyWriterStats,
+  type IndexWriterStats,
+} from "./write_rules.ts";
 import type { CollectionIndexer } from "./types.ts";
 
 export type { SkipReason } from "./skips.ts";
+export type { CommitRef, IndexWriterStats, RevGate } from "./write_rules.ts";
 
 /**
  * Default ops per transaction. Large on purpose: index pages dirtied by random keys (DIDs, URIs)
@@ -104,33 +114,6 @@ export interface IndexWriterOptions {
    * with their DIDs. It must not throw (an exception is logged).
    */
   onGap?: (dids: readonly string[]) => void;
-}
-
-/**
- * When a commit's record ops are applied, given the rev of the latest commit applied for its
- * repository (none for a repository not seen yet: then always). TIDs compare as strings.
- * - `"newer"` (local stream: authoritative, in `seq` order per repository): rev greater than the
- *   stored rev. A commit at or below it was already applied (by push or earlier) and is passed
- *   over.
- * - `"next"` (push: best effort, may arrive late or early): exactly the next commit, that is
- *   `since` equals the stored rev (both null for a repository's first commit) and rev is greater.
- *   Anything else is passed over and left to the local stream. A push without `since` (an older
- *   account host) cannot be placed: it is applied when its rev is greater than the stored rev, as
- *   `"newer"` (the behaviour before revs were tracked, minus re-applying old commits).
- * - `"newer-or-equal"` (Jetstream: one event per op, the ops of one commit share its rev): rev
- *   greater than or equal to the stored rev.
- */
-export type RevGate = "newer" | "next" | "newer-or-equal";
-
-/** The commit a run of ops belongs to. */
-export interface CommitRef {
-  /** Repository DID. */
-  readonly did: string;
-  /** The commit's rev (a TID; callers validate it). */
-  readonly rev: string;
-  /** Rev of the repository's previous commit, null for its first; undefined when not known. */
-  readonly since?: string | null;
-  readonly mode: RevGate;
 }
 
 /**
@@ -200,21 +183,6 @@ export interface ApplyResult {
   stale?: number;
 }
 
-/** Totals since the writer was created. */
-export interface IndexWriterStats {
-  applied: number;
-  skipped: number;
-  skippedByReason: Record<SkipReason, number>;
-  /** Transactions committed. */
-  batches: number;
-  /** Batches re-run op by op after an op failed. */
-  retriedBatches: number;
-  /** Commits passed over by their {@link RevGate}. */
-  stale: number;
-  /** Record ops of those commits (neither applied nor skipped). */
-  staleOps: number;
-}
-
 /** Applies {@link IndexOp}s to the index database. One writer per connection. */
 export class IndexWriter {
   readonly #db: DatabaseSync;
@@ -251,27 +219,10 @@ export class IndexWriter {
   readonly #txGaps = new Map<string, "gap" | "unknown">();
   /** The open transaction applies a snapshot: record ops are indexed at their `createdAt`. */
   #backfilling = false;
-  readonly #stats: IndexWriterStats = {
-    applied: 0,
-    skipped: 0,
-    skippedByReason: {
-      invalid_op: 0,
-      invalid_record: 0,
-      unsupported_collection: 0,
-      apply_error: 0,
-      handle_conflict: 0,
-    },
-    batches: 0,
-    retriedBatches: 0,
-    stale: 0,
-    staleOps: 0,
-  };
+  readonly #stats: IndexWriterStats = emptyWriterStats();
 
   constructor(db: DatabaseSync, opts: IndexWriterOptions = {}) {
-    const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
-    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
-      throw new RangeError(`Batch size must be an integer from 1 to 100000: ${batchSize}`);
-    }
+    const batchSize = checkBatchSize(opts.batchSize ?? DEFAULT_BATCH_SIZE);
     this.#db = db;
     this.#now = opts.now ?? (() => new Date());
     this.#log = opts.log ?? silentLogger;
@@ -351,7 +302,7 @@ export class IndexWriter {
 
   /** Totals since this writer was created (a copy). */
   stats(): IndexWriterStats {
-    return { ...this.#stats, skippedByReason: { ...this.#stats.skippedByReason } };
+    return copyStats(this.#stats);
   }
 
   /**
@@ -477,12 +428,7 @@ export class IndexWriter {
     } finally {
       this.#clearTx();
     }
-    this.#stats.batches++;
-    this.#stats.applied += result.applied;
-    this.#stats.skipped += result.skipped;
-    this.#stats.stale += result.stale;
-    this.#stats.staleOps += result.staleOps;
-    this.#skips.addTo(this.#stats.skippedByReason);
+    countBatch(this.#stats, result, this.#skips);
     return result;
   }
 
@@ -520,32 +466,13 @@ export class IndexWriter {
    * gap: the repository is queued for a backfill (module notes).
    */
   #admit(commit: CommitRef): boolean {
-    const { did, rev, since, mode } = commit;
-    const stored = this.#storedInTx(did);
-    let admit: boolean;
-    if (mode === "newer-or-equal") admit = stored === null || rev >= stored;
-    else {
-      admit = stored === null || rev > stored;
-      if (mode === "next" && since !== undefined) admit &&= since === stored;
-    }
-    if (admit) {
-      this.#txRevs.set(did, rev);
-      if (rev !== stored) this.#txDirty.add(did);
-      if (mode !== "newer-or-equal") this.#txLocal.add(did);
-      if (mode === "newer" && since !== undefined && since !== stored) {
-        this.#txGaps.set(did, stored === null ? "unknown" : "gap");
-      }
-    } else {
-      this.#txRevs.set(did, stored);
-      this.#log.debug("Commit passed over: already applied or out of order", {
-        did,
-        rev,
-        since,
-        stored,
-        mode,
-      });
-    }
-    return admit;
+    const tx = {
+      revs: this.#txRevs,
+      dirty: this.#txDirty,
+      local: this.#txLocal,
+      gaps: this.#txGaps,
+    };
+    return admitCommit(commit, this.#storedInTx(commit.did), tx, this.#log);
   }
 
   #rememberRev(did: string, rev: string): void {

@@ -66,6 +66,13 @@ import {
 } from "../apply_ops.ts";
 import { diffRepo } from "../backfill/repo_diff.ts";
 import { type SkipReason, SkipTally } from "../skips.ts";
+import {
+  admitCommit,
+  checkBatchSize,
+  copyStats,
+  countBatch,
+  emptyWriterStats,
+} from "../write_rules.ts";
 import { INDEXED_COLLECTIONS, type PendingOp, type PreparedOp, prepareOp } from "./flatten.ts";
 import { planRuns, type Run } from "./fast_path.ts";
 import { readIndexedRecords } from "./indexed_records.ts";
@@ -162,27 +169,10 @@ export class PgIndexWriter implements IndexWriterApi {
   #reserved: postgres.ReservedSql | null = null;
   /** The call running (calls are queued). */
   #queue: Promise<unknown> = Promise.resolve();
-  readonly #stats: IndexWriterStats = {
-    applied: 0,
-    skipped: 0,
-    skippedByReason: {
-      invalid_op: 0,
-      invalid_record: 0,
-      unsupported_collection: 0,
-      apply_error: 0,
-      handle_conflict: 0,
-    },
-    batches: 0,
-    retriedBatches: 0,
-    stale: 0,
-    staleOps: 0,
-  };
+  readonly #stats: IndexWriterStats = emptyWriterStats();
 
   constructor(sql: PgSql, opts: PgIndexWriterOptions = {}) {
-    const batchSize = opts.batchSize ?? PG_DEFAULT_BATCH_SIZE;
-    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
-      throw new RangeError(`Batch size must be an integer from 1 to 100000: ${batchSize}`);
-    }
+    const batchSize = checkBatchSize(opts.batchSize ?? PG_DEFAULT_BATCH_SIZE);
     this.#sql = sql;
     this.#now = opts.now ?? (() => new Date());
     this.#log = opts.log ?? silentLogger;
@@ -209,7 +199,7 @@ export class PgIndexWriter implements IndexWriterApi {
 
   /** Totals since this writer was created (a copy). */
   stats(): IndexWriterStats {
-    return { ...this.#stats, skippedByReason: { ...this.#stats.skippedByReason } };
+    return copyStats(this.#stats);
   }
 
   /** Sets the listener of gaps, replacing any (`IndexWriter.listenForGaps`). */
@@ -453,12 +443,7 @@ export class PgIndexWriter implements IndexWriterApi {
     }
     for (const [did, id] of tx.newIds) this.#rememberId(did, id);
     if (tx.gaps.size > 0) this.#announceGaps([...tx.gaps.keys()]);
-    this.#stats.batches++;
-    this.#stats.applied += result.applied;
-    this.#stats.skipped += result.skipped;
-    this.#stats.stale += result.stale;
-    this.#stats.staleOps += result.staleOps;
-    this.#skips.addTo(this.#stats.skippedByReason);
+    countBatch(this.#stats, result, this.#skips);
     return result;
   }
 
@@ -639,32 +624,7 @@ export class PgIndexWriter implements IndexWriterApi {
 
   /** `IndexWriter.#admit` against the revs this transaction read and decided. */
   #admit(commit: CommitRef, tx: TxState): boolean {
-    const { did, rev, since, mode } = commit;
-    const stored = tx.storedRev(did);
-    let admit: boolean;
-    if (mode === "newer-or-equal") admit = stored === null || rev >= stored;
-    else {
-      admit = stored === null || rev > stored;
-      if (mode === "next" && since !== undefined) admit &&= since === stored;
-    }
-    if (admit) {
-      tx.revs.set(did, rev);
-      if (rev !== stored) tx.dirty.add(did);
-      if (mode !== "newer-or-equal") tx.local.add(did);
-      if (mode === "newer" && since !== undefined && since !== stored) {
-        tx.gaps.set(did, stored === null ? "unknown" : "gap");
-      }
-    } else {
-      tx.revs.set(did, stored);
-      this.#log.debug("Commit passed over: already applied or out of order", {
-        did,
-        rev,
-        since,
-        stored,
-        mode,
-      });
-    }
-    return admit;
+    return admitCommit(commit, tx.storedRev(commit.did), tx, this.#log);
   }
 
   #rememberId(did: string, id: number): void {
