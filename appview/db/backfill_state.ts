@@ -157,7 +157,11 @@ export function readBackfillStatus(db: DatabaseSync, name: string): BackfillStat
     `SELECT done, failed, records, last_did, last_error, last_done_at, restored_at,
        restored_cursor, restored_head, updated_at FROM backfill_status WHERE name = ?`,
   ).get(name) as Record<string, unknown> | undefined;
-  if (r === undefined) return null;
+  return r === undefined ? null : backfillStatusOf(r);
+}
+
+/** A `backfill_status` row (the columns {@link readBackfillStatus} reads). */
+export function backfillStatusOf(r: Record<string, unknown>): BackfillStatus {
   return {
     done: r.done as number,
     failed: r.failed as number,

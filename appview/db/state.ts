@@ -112,8 +112,12 @@ export function readConsumerStatus(db: DatabaseSync, name: string): ConsumerStat
   const row = db.prepare(
     `SELECT name, state, cursor, last_event_at, last_error, updated_at
      FROM consumer_status WHERE name = ?`,
-  ).get(name) as Record<string, string | number | null> | undefined;
-  if (row === undefined) return null;
+  ).get(name) as Record<string, unknown> | undefined;
+  return row === undefined ? null : consumerStatusOf(row);
+}
+
+/** A `consumer_status` row (`name, state, cursor, last_event_at, last_error, updated_at`). */
+export function consumerStatusOf(row: Record<string, unknown>): ConsumerStatus {
   return {
     name: row.name as string,
     state: row.state as ConsumerState,

@@ -19,9 +19,15 @@
  * @module
  */
 
-import type { BackfillReason, BackfillStatus, QueueCounts, QueuedRepo } from "../backfill_state.ts";
+import {
+  type BackfillReason,
+  type BackfillStatus,
+  backfillStatusOf,
+  type QueueCounts,
+  type QueuedRepo,
+} from "../backfill_state.ts";
 import type { DueAuthor } from "../placeholder_handles.ts";
-import type { ConsumerState, ConsumerStatus } from "../state.ts";
+import { type ConsumerState, type ConsumerStatus, consumerStatusOf } from "../state.ts";
 import type { AsyncMethods, StateStore } from "../store.ts";
 import { execute, type PgClient, queryRow, queryRows } from "../../views/pg/query.ts";
 import { PG_LOCK_INDEX_WRITE, PG_LOCK_NAMESPACE, PG_PLACEHOLDER_HANDLE_SQL } from "./schema.ts";
@@ -176,15 +182,7 @@ export class PgState implements StateStore {
          FROM consumer_status WHERE name = $1`,
         [name],
       );
-      if (row === undefined) return null;
-      return {
-        name: row.name as string,
-        state: row.state as ConsumerState,
-        cursor: row.cursor as number | null,
-        lastEventAt: row.last_event_at as string | null,
-        lastError: row.last_error as string | null,
-        updatedAt: row.updated_at as string,
-      };
+      return row === undefined ? null : consumerStatusOf(row);
     });
   }
 
@@ -207,19 +205,7 @@ export class PgState implements StateStore {
            restored_cursor, restored_head, updated_at FROM backfill_status WHERE name = $1`,
         [name],
       );
-      if (r === undefined) return null;
-      return {
-        done: r.done as number,
-        failed: r.failed as number,
-        records: r.records as number,
-        lastDid: r.last_did as string | null,
-        lastError: r.last_error as string | null,
-        lastDoneAt: r.last_done_at as string | null,
-        restoredAt: r.restored_at as string | null,
-        restoredCursor: r.restored_cursor as number | null,
-        restoredHead: r.restored_head as number | null,
-        updatedAt: r.updated_at as string,
-      };
+      return r === undefined ? null : backfillStatusOf(r);
     });
   }
 
