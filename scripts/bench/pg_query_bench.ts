@@ -28,24 +28,20 @@ import { pipeline } from "node:stream/promises";
 import postgres from "postgres";
 import { silentLogger } from "../../shared/log.ts";
 import { POSTGRES_SKIP_MESSAGE, startPostgres } from "../../runtime/_postgres.ts";
-import { createAppviewApp } from "../../appview/app.ts";
-import { loadAppviewConfig } from "../../appview/config.ts";
-import { createAppviewContext } from "../../appview/context.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { openPgIndexStore, type PgIndexStore } from "../../appview/db/pg/store.ts";
 import { BENCH_SETTINGS } from "./pg_ingest_bench.ts";
 import {
-  BATCH_HEADER,
   cachedDataSet,
   INGEST_OPS_PER_SECOND,
+  type IngestHandle,
+  measureQueries,
   rng,
-  runClient,
   seedSafety,
-  WARMUP,
   type Workload,
   workloads,
 } from "./query_bench.ts";
-import { type BenchResult, percentile, printTable } from "./_types.ts";
+import { type BenchResult, printTable } from "./_types.ts";
 
 /** The index tables copied, parents before the tables that refer to them. */
 const TABLES = [
@@ -157,7 +153,7 @@ export async function copyIntoPg(db: DatabaseSync, url: string): Promise<number>
  */
 async function startPgIngest(
   url: string,
-): Promise<{ stop(): Promise<{ ops: number; seconds: number }> }> {
+): Promise<IngestHandle> {
   const worker = new Worker(new URL("./_pg_query_bench_ingest.ts", import.meta.url).href, {
     type: "module",
   });
@@ -193,7 +189,6 @@ export async function benchPgQueries(): Promise<BenchResult[]> {
   }
   const work = await Deno.makeTempDir({ prefix: "social-pg-query-bench-run-" });
   let store: PgIndexStore | null = null;
-  let server: Deno.HttpServer<Deno.NetAddr> | null = null;
   try {
     // The SQLite run's rows and requests: its data set, its blocks and mutes, its paths.
     const path = `${work}/index.sqlite`;
@@ -216,79 +211,15 @@ export async function benchPgQueries(): Promise<BenchResult[]> {
     }
     await Deno.remove(work, { recursive: true });
 
-    const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
-    const ctx = createAppviewContext({ config, store, log: silentLogger });
-    const app = createAppviewApp(ctx, { verifier: null });
-    // Handler time per batch (the client names its batch in a header), as query_bench.ts.
-    const handlerMs = new Map<string, number[]>();
-    const timed = async (req: Request): Promise<Response> => {
-      const start = performance.now();
-      const res = await app.fetch(req);
-      const batch = req.headers.get(BATCH_HEADER);
-      if (batch !== null) {
-        let xs = handlerMs.get(batch);
-        if (xs === undefined) handlerMs.set(batch, xs = []);
-        xs.push(performance.now() - start);
-      }
-      return res;
-    };
-    server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, timed);
-    const url = `http://127.0.0.1:${server.addr.port}`;
-    const batches = loads.flatMap((w) => [
-      { name: `${w.name}:warmup`, paths: w.paths.slice(0, WARMUP) },
-      { name: w.name, paths: w.paths.slice(WARMUP) },
-    ]);
-    const ingest = await startPgIngest(dbUrl);
-    let results;
-    let ingestRate = 0;
-    try {
-      results = await runClient(url, batches);
-    } finally {
-      const { ops, seconds } = await ingest.stop();
-      ingestRate = ops / seconds;
-      console.error(`pg-query: ingest ran at ${Math.round(ingestRate)} ops/s during the run`);
-    }
-    const out: BenchResult[] = [{
-      name: "pg query bench: background ingest through PgIndexWriter (own connections)",
-      figure: ingestRate,
-      unit: "ops/s",
-      budget: `>= ${INGEST_OPS_PER_SECOND * 0.95} ops/s`,
-      pass: ingestRate >= INGEST_OPS_PER_SECOND * 0.95,
-    }];
-    for (const w of loads) {
-      const r = results.get(w.name)!;
-      if (r.errors > 0) console.error(`pg-query: ${w.name}: ${r.errors} non-200 answers`);
-      const p99 = percentile(r.latenciesMs, 99);
-      out.push({
-        name: `pg query ${w.name} over HTTP, 1M posts, ingest 1k ops/s (p50)`,
-        figure: percentile(r.latenciesMs, 50),
-        unit: "ms p50",
-        budget: "-",
-        pass: true,
-      }, {
-        name: `pg query ${w.name} over HTTP, 1M posts, ingest 1k ops/s (p99)`,
-        figure: p99,
-        unit: "ms p99",
-        budget: `<= ${w.budgetMs} ms`,
-        pass: p99 <= w.budgetMs && r.errors === 0,
-      });
-      const handler = handlerMs.get(w.name) ?? [];
-      for (const p of [50, 99]) {
-        out.push({
-          name: `pg query ${w.name}: server handler time, same run (p${p})`,
-          figure: percentile(handler, p),
-          unit: `ms p${p}`,
-          budget: "-",
-          pass: true,
-        });
-      }
-    }
-    return out;
+    return await measureQueries({
+      store,
+      loads,
+      startIngest: () => startPgIngest(dbUrl),
+      rowPrefix: "pg query",
+      ingestRow: "pg query bench: background ingest through PgIndexWriter (own connections)",
+      logPrefix: "pg-query",
+    });
   } finally {
-    if (server !== null) {
-      await server.shutdown();
-      await server.finished;
-    }
     await store?.close();
     await Deno.remove(work, { recursive: true }).catch(() => {});
     await pg.stop();

@@ -49,6 +49,7 @@ import { createAppviewContext } from "../../appview/context.ts";
 import { schemaVersion } from "../../appview/db/migrations.ts";
 import { openIndexDb } from "../../appview/db/open.ts";
 import { openSqliteIndexStore } from "../../appview/db/sqlite_store.ts";
+import type { IndexStore } from "../../appview/db/store.ts";
 import { cidOf } from "../../appview/_fixtures.ts";
 import { IndexWriter } from "../../appview/ingest/apply_ops.ts";
 import { createViews } from "../../appview/views/views.ts";
@@ -392,7 +393,7 @@ export const INGEST_OPS_PER_SECOND = Number(Deno.env.get("QUERY_BENCH_INGEST_OPS
  * process would run): {@link INGEST_OPS_PER_SECOND} through `applyOps`, paced against the clock
  * (a late tick catches up). `stop()` resolves to the ops applied and the seconds elapsed.
  */
-function startIngest(path: string): { stop(): Promise<{ ops: number; seconds: number }> } {
+function startIngest(path: string): IngestHandle {
   const worker = new Worker(new URL("./_query_bench_ingest.ts", import.meta.url).href, {
     type: "module",
   });
@@ -409,6 +410,105 @@ function startIngest(path: string): { stop(): Promise<{ ops: number; seconds: nu
       });
     },
   };
+}
+
+/** The background ingest of a run: started before the load, stopped after it. */
+export interface IngestHandle {
+  stop(): Promise<{ ops: number; seconds: number }>;
+}
+
+/**
+ * Serves the app over `store` on port 0 (recording each request's handler time), runs `loads`
+ * through the load client while `startIngest`'s ingest runs, and returns the rows: the ingest's
+ * rate, then p50/p99 over HTTP and of the handler for each workload (both backends' benches).
+ */
+export async function measureQueries(opts: {
+  store: IndexStore;
+  loads: Workload[];
+  startIngest: () => IngestHandle | Promise<IngestHandle>;
+  /** First words of each workload row (`query`, `pg query`). */
+  rowPrefix: string;
+  /** Name of the ingest row. */
+  ingestRow: string;
+  /** Prefix of the log lines. */
+  logPrefix: string;
+}): Promise<BenchResult[]> {
+  const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
+  const ctx = createAppviewContext({ config, store: opts.store, log: silentLogger });
+  const app = createAppviewApp(ctx, { verifier: null });
+  // Handler time per batch (the client names its batch in a header).
+  const handlerMs = new Map<string, number[]>();
+  const timed = async (req: Request): Promise<Response> => {
+    const start = performance.now();
+    const res = await app.fetch(req);
+    const batch = req.headers.get(BATCH_HEADER);
+    if (batch !== null) {
+      let xs = handlerMs.get(batch);
+      if (xs === undefined) handlerMs.set(batch, xs = []);
+      xs.push(performance.now() - start);
+    }
+    return res;
+  };
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, timed);
+  try {
+    const url = `http://127.0.0.1:${server.addr.port}`;
+    const batches = opts.loads.flatMap((w) => [
+      { name: `${w.name}:warmup`, paths: w.paths.slice(0, WARMUP) },
+      { name: w.name, paths: w.paths.slice(WARMUP) },
+    ]);
+    const ingest = await opts.startIngest();
+    let results;
+    let ingestRate = 0;
+    try {
+      results = await runClient(url, batches);
+    } finally {
+      const { ops, seconds } = await ingest.stop();
+      ingestRate = ops / seconds;
+      console.error(
+        `${opts.logPrefix}: ingest ran at ${Math.round(ingestRate)} ops/s during the run`,
+      );
+    }
+    const rows: BenchResult[] = [{
+      name: opts.ingestRow,
+      figure: ingestRate,
+      unit: "ops/s",
+      budget: `>= ${INGEST_OPS_PER_SECOND * 0.95} ops/s`,
+      pass: ingestRate >= INGEST_OPS_PER_SECOND * 0.95,
+    }];
+    for (const w of opts.loads) {
+      const r = results.get(w.name)!;
+      if (r.errors > 0) console.error(`${opts.logPrefix}: ${w.name}: ${r.errors} non-200 answers`);
+      const p99 = percentile(r.latenciesMs, 99);
+      const over = `${opts.rowPrefix} ${w.name} over HTTP, 1M posts, ingest 1k ops/s`;
+      rows.push({
+        name: `${over} (p50)`,
+        figure: percentile(r.latenciesMs, 50),
+        unit: "ms p50",
+        budget: "-",
+        pass: true,
+      }, {
+        name: `${over} (p99)`,
+        figure: p99,
+        unit: "ms p99",
+        budget: `<= ${w.budgetMs} ms`,
+        pass: p99 <= w.budgetMs && r.errors === 0,
+      });
+      const handler = handlerMs.get(w.name) ?? [];
+      for (const p of [50, 99]) {
+        rows.push({
+          name: `${opts.rowPrefix} ${w.name}: server handler time, same run (p${p})`,
+          figure: percentile(handler, p),
+          unit: `ms p${p}`,
+          budget: "-",
+          pass: true,
+        });
+      }
+    }
+    return rows;
+  } finally {
+    await server.shutdown();
+    await server.finished;
+  }
 }
 
 /** Runs the workloads in a worker against `url`; returns latencies per workload. */
@@ -442,86 +542,18 @@ export async function benchQueries(): Promise<BenchResult[]> {
   const path = `${work}/index.sqlite`;
   await Deno.copyFile(cached, path);
   const db = openIndexDb(path);
-  let server: Deno.HttpServer<Deno.NetAddr> | null = null;
-  let ingestRate = 0;
   try {
     seedSafety(db, rng(7));
-    const config = loadAppviewConfig({ APPVIEW_AUTH_REQUIRED: "false" });
     const store = openSqliteIndexStore(db, { log: silentLogger });
-    const ctx = createAppviewContext({ config, store, log: silentLogger });
-    const app = createAppviewApp(ctx, { verifier: null });
-    // Handler time per batch (the client names its batch in a header).
-    const handlerMs = new Map<string, number[]>();
-    const timed = async (req: Request): Promise<Response> => {
-      const start = performance.now();
-      const res = await app.fetch(req);
-      const batch = req.headers.get(BATCH_HEADER);
-      if (batch !== null) {
-        let xs = handlerMs.get(batch);
-        if (xs === undefined) handlerMs.set(batch, xs = []);
-        xs.push(performance.now() - start);
-      }
-      return res;
-    };
-    server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, timed);
-    const url = `http://127.0.0.1:${server.addr.port}`;
-    const loads = workloads(db, rng(1));
-    const batches = loads.flatMap((w) => [
-      { name: `${w.name}:warmup`, paths: w.paths.slice(0, WARMUP) },
-      { name: w.name, paths: w.paths.slice(WARMUP) },
-    ]);
-    const ingest = startIngest(path);
-    let results;
-    try {
-      results = await runClient(url, batches);
-    } finally {
-      const { ops, seconds } = await ingest.stop();
-      ingestRate = ops / seconds;
-      console.error(`query bench: ingest ran at ${Math.round(ingestRate)} ops/s during the run`);
-    }
-    const rows: BenchResult[] = [{
-      name: "query bench: background ingest through applyOps (separate connection)",
-      figure: ingestRate,
-      unit: "ops/s",
-      budget: `>= ${INGEST_OPS_PER_SECOND * 0.95} ops/s`,
-      pass: ingestRate >= INGEST_OPS_PER_SECOND * 0.95,
-    }];
-    for (const w of loads) {
-      const r = results.get(w.name)!;
-      if (r.errors > 0) console.error(`query bench: ${w.name}: ${r.errors} non-200 answers`);
-      const p50 = percentile(r.latenciesMs, 50);
-      const p99 = percentile(r.latenciesMs, 99);
-      rows.push({
-        name: `query ${w.name} over HTTP, 1M posts, ingest 1k ops/s (p50)`,
-        figure: p50,
-        unit: "ms p50",
-        budget: "-",
-        pass: true,
-      });
-      rows.push({
-        name: `query ${w.name} over HTTP, 1M posts, ingest 1k ops/s (p99)`,
-        figure: p99,
-        unit: "ms p99",
-        budget: `<= ${w.budgetMs} ms`,
-        pass: p99 <= w.budgetMs && r.errors === 0,
-      });
-      const handler = handlerMs.get(w.name) ?? [];
-      for (const p of [50, 99]) {
-        rows.push({
-          name: `query ${w.name}: server handler time, same run (p${p})`,
-          figure: percentile(handler, p),
-          unit: `ms p${p}`,
-          budget: "-",
-          pass: true,
-        });
-      }
-    }
-    return rows;
+    return await measureQueries({
+      store,
+      loads: workloads(db, rng(1)),
+      startIngest: () => startIngest(path),
+      rowPrefix: "query",
+      ingestRow: "query bench: background ingest through applyOps (separate connection)",
+      logPrefix: "query bench",
+    });
   } finally {
-    if (server !== null) {
-      await server.shutdown();
-      await server.finished;
-    }
     db.close();
     await Deno.remove(work, { recursive: true });
   }
