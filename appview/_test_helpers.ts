@@ -950,7 +950,7 @@ let pgBackend: Promise<BackendCluster> | null = null;
  * once (a copy and opening it took 129 ms, median, on the loaded two-core machine; `createdb`
  * and the migrations 182 ms; STRATEGY FILE_COPY 168 ms).
  */
-async function freshBackendDatabase(): Promise<string> {
+export async function freshBackendDatabase(): Promise<string> {
   pgBackend ??= (async () => {
     const cluster = await startPostgres();
     if (cluster === null) throw new Error(POSTGRES_SKIP_MESSAGE);
