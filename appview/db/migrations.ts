@@ -334,6 +334,11 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 8, name: "blocks and mutes", sql: MEMBER_SAFETY_V8 },
   { version: 9, name: "inactive accounts", sql: INACTIVE_ACTORS_V9 },
   { version: 10, name: "backfill from repositories", sql: BACKFILL_V10 },
+  {
+    version: 11,
+    name: "search vector stored in posts (PostgreSQL; nothing changes on SQLite)",
+    sql: "",
+  },
 ]);
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

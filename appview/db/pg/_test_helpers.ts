@@ -136,7 +136,10 @@ export async function dumpPgIndex(sql: PgSql): Promise<Dump> {
   const raw: Record<string, Record<string, unknown>[]> = {};
   for (const { table_name: name } of tables) {
     if (SKIPPED.has(name)) continue;
-    raw[name] = (await sql.unsafe(`SELECT * FROM "${name}"`)).map((r) => ({ ...r }));
+    raw[name] = (await sql.unsafe(`SELECT * FROM "${name}"`)).map((r) => {
+      const { search_vector: _, ...row } = r; // derived from `text` (version 11), SQLite has none
+      return row;
+    });
   }
   return normaliseDump(raw);
 }

@@ -17,6 +17,7 @@ import type postgres from "postgres";
 import {
   PG_LOCK_MIGRATIONS,
   PG_LOCK_NAMESPACE,
+  PG_STORED_SEARCH_VECTOR_V11,
   PG_TABLES_V10,
   searchFunctionsSql,
 } from "./schema.ts";
@@ -55,6 +56,11 @@ export const PG_MIGRATIONS: readonly PgMigration[] = Object.freeze([
     version: 10,
     name: "initial PostgreSQL schema, equal to SQLite version 10",
     apply: initialSchema,
+  },
+  {
+    version: 11,
+    name: "search vector stored in posts",
+    apply: async (tx) => void await tx.unsafe(PG_STORED_SEARCH_VECTOR_V11),
   },
 ]);
 

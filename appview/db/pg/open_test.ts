@@ -32,11 +32,16 @@ pgTest("migrations from empty create SQLite's tables at SQLite's version", async
   const sql = await openPgIndex(url, { now: () => AT, max: 2 });
   try {
     assert.equal(await pgSchemaVersion(sql), MIGRATIONS[MIGRATIONS.length - 1].version);
-    assert.equal(PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version, 10);
-    const rows = await sql`SELECT version, name, applied_at FROM schema_migrations`;
+    assert.equal(PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version, 11);
+    const rows = await sql`SELECT version, name, applied_at FROM schema_migrations
+      ORDER BY version`;
     assert.deepEqual(rows.map((r) => ({ ...r })), [{
       version: 10,
       name: "initial PostgreSQL schema, equal to SQLite version 10",
+      applied_at: AT.toISOString(),
+    }, {
+      version: 11,
+      name: "search vector stored in posts",
       applied_at: AT.toISOString(),
     }]);
     const tables = await sql`SELECT table_name FROM information_schema.tables
@@ -103,13 +108,13 @@ pgTest("re-running migrations changes nothing, also from processes opening at on
   // Several pools migrating the same empty database at the same time: each step runs once.
   const pools = await Promise.all([1, 2, 3, 4, 5].map(() => openPgIndex(url, { max: 1 })));
   try {
-    for (const sql of pools) assert.equal(await pgSchemaVersion(sql), 10);
+    for (const sql of pools) assert.equal(await pgSchemaVersion(sql), 11);
     const [{ n }] = await pools[0]`SELECT count(*) AS n FROM schema_migrations`;
-    assert.equal(n, 1);
+    assert.equal(n, 2);
     const again = await openPgIndex(url, { max: 1 });
     await again.end();
     const [{ m }] = await pools[0]`SELECT count(*) AS m FROM schema_migrations`;
-    assert.equal(m, 1);
+    assert.equal(m, 2);
   } finally {
     await Promise.all(pools.map((p) => p.end()));
   }
@@ -118,7 +123,7 @@ pgTest("re-running migrations changes nothing, also from processes opening at on
 pgTest("a database newer than the code is refused, and a later step is applied once", async () => {
   const url = await freshDatabase();
   const later = [...PG_MIGRATIONS, {
-    version: 11,
+    version: 12,
     name: "a later step",
     apply: async (tx: Parameters<(typeof PG_MIGRATIONS)[number]["apply"]>[0]) => {
       await tx.unsafe("CREATE TABLE later_step (x integer)");
@@ -126,7 +131,7 @@ pgTest("a database newer than the code is refused, and a later step is applied o
   }];
   const sql = await openPgIndex(url, { migrations: later, max: 1 });
   try {
-    assert.equal(await pgSchemaVersion(sql), 11);
+    assert.equal(await pgSchemaVersion(sql), 12);
     // Reopened by code that has the step: nothing runs again (the table would exist).
     await (await openPgIndex(url, { migrations: later, max: 1 })).end();
   } finally {
@@ -134,7 +139,7 @@ pgTest("a database newer than the code is refused, and a later step is applied o
   }
   await assert.rejects(
     openPgIndex(url, { max: 1 }),
-    /Database schema version 11 is newer than this code \(10\)/,
+    /Database schema version 12 is newer than this code \(11\)/,
   );
 });
 
@@ -174,6 +179,34 @@ pgTest("search normalises as FTS5's unicode61 with diacritics removed", async ()
     assert.deepEqual(await search("😀"), []); // no letters or digits: nothing
     assert.deepEqual(await search("here", "😀"), []);
     assert.deepEqual(await search(), []);
+  } finally {
+    await sql.end();
+  }
+});
+
+pgTest("version 11 fills the stored search vector of posts written at version 10", async () => {
+  const url = await freshDatabase();
+  const v10 = await openPgIndex(url, { migrations: PG_MIGRATIONS.slice(0, 1), max: 1 });
+  try {
+    await v10`INSERT INTO actors (did) VALUES ('did:plc:a')`;
+    await v10`INSERT INTO posts (author, rkey, uri, did, handle, collection, text, cid,
+      created_at, indexed_at) VALUES (1, 'r0', 'at://did:plc:a/p/r0', 'did:plc:a', 'a.test', 'p',
+      'Café au lait', 'c', 't', 't')`;
+  } finally {
+    await v10.end();
+  }
+  const sql = await openPgIndex(url, { max: 1 });
+  try {
+    assert.equal(await pgSchemaVersion(sql), 11);
+    const found = await sql.unsafe(
+      `SELECT rkey, ${SEARCH_VECTOR_SQL}::text AS v FROM posts
+       WHERE ${SEARCH_VECTOR_SQL} @@ ${SEARCH_QUERY_SQL("$1")}`,
+      [["cafe"]],
+    );
+    assert.deepEqual(found.map((r) => ({ ...r })), [{ rkey: "r0", v: "'au':2 'cafe':1 'lait':3" }]);
+    const [{ def }] = await sql`SELECT indexdef AS def FROM pg_indexes
+      WHERE indexname = 'posts_search'`;
+    assert.match(def, /USING gin \(search_vector\)$/);
   } finally {
     await sql.end();
   }

@@ -560,10 +560,15 @@ const SEARCHES = [
 
 /**
  * Every page of every search, for each viewer, and the first pages again with first walks so
- * short that most pages go on walking or fall back to the index (`pg/search.ts`).
+ * short that most pages go on by another way (`pg/search.ts`): the cheapest, and each way fixed.
  */
 async function askSearches(pair: Pair, viewers: (string | null)[]): Promise<void> {
-  const short = [1, 4].map((firstWalk) => new PgSearchView(pair.sql, { firstWalk }));
+  const short = [
+    ...[1, 4].map((firstWalk) => new PgSearchView(pair.sql, { firstWalk })),
+    ...(["walk", "window", "index"] as const).map((way) =>
+      new PgSearchView(pair.sql, { firstWalk: 2, way })
+    ),
+  ];
   for (const viewerDid of viewers) {
     for (const q of SEARCHES) {
       const variants: [PgSearchView, number][] = [
