@@ -969,12 +969,30 @@ export async function freshBackendDatabase(): Promise<string> {
 }
 
 /**
+ * The environment that puts an index started from its configuration (`startAppview`,
+ * `openIndexStore`) on `backend`: nothing for SQLite (`DATA_DIR` places it), on PostgreSQL
+ * `APPVIEW_DATABASE_URL` naming a fresh database on this file's cluster (see {@link forEachBackend}).
+ */
+export async function backendDatabaseEnv(backend: Backend): Promise<Record<string, string>> {
+  if (backend === "sqlite") return {};
+  return { APPVIEW_DATABASE_URL: await freshBackendDatabase() };
+}
+
+/** Sanitizer options {@link forEachBackend} passes to the SQLite test (e.g. off for sockets). */
+export type BackendTestOptions = Pick<Deno.TestDefinition, "sanitizeResources" | "sanitizeOps">;
+
+/**
  * Registers `fn` twice, as `[sqlite] name` and `[postgres] name`, each given its backend (open
  * the index with {@link openHarness}). The PostgreSQL test is ignored without PostgreSQL, and
- * not sanitized (the driver keeps timers per connection after `end()`).
+ * not sanitized (the driver keeps timers per connection after `end()`); `opts` applies to the
+ * SQLite test.
  */
-export function forEachBackend(name: string, fn: (backend: Backend) => Promise<void>): void {
-  Deno.test(`[sqlite] ${name}`, () => fn("sqlite"));
+export function forEachBackend(
+  name: string,
+  fn: (backend: Backend) => Promise<void>,
+  opts: BackendTestOptions = {},
+): void {
+  Deno.test({ name: `[sqlite] ${name}`, fn: () => fn("sqlite"), ...opts });
   Deno.test({
     name: `[postgres] ${name}`,
     ignore: !postgresPresent(),
@@ -1009,14 +1027,14 @@ export interface BackendIndex extends AsyncDisposable {
 
 /**
  * Opens a {@link BackendIndex} whose writer's clock ticks one second per reading from
- * 2024-06-01 (`fixedClock` pins it), as `openTestIndex` does.
+ * 2024-06-01 (`fixedClock` pins it, `now` replaces it), as `openTestIndex` does.
  */
 export async function openBackendIndex(
   backend: Backend,
-  opts: { fixedClock?: boolean; batchSize?: number } = {},
+  opts: { fixedClock?: boolean; now?: () => Date; batchSize?: number } = {},
 ): Promise<BackendIndex> {
   let t = Date.parse("2024-06-01T00:00:00.000Z");
-  const now = opts.fixedClock ? () => new Date(t) : () => new Date(t += 1000);
+  const now = opts.now ?? (opts.fixedClock ? () => new Date(t) : () => new Date(t += 1000));
   let store: IndexStore;
   let rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
   let close: () => Promise<void>;
