@@ -59,7 +59,7 @@ const MATCHES = `${SEARCH_VECTOR_SQL} @@ (SELECT ${SEARCH_QUERY_SQL("$1")})`;
 // has $3 matches.
 const walkSql = (hidden: string) =>
   `WITH edge AS MATERIALIZED (SELECT (SELECT id FROM posts WHERE id < $2
-      ORDER BY id DESC LIMIT 1 OFFSET $4 - 1) AS floor)
+      ORDER BY id DESC LIMIT 1 OFFSET $4::bigint - 1) AS floor)
   SELECT edge.floor, m.* FROM edge LEFT JOIN LATERAL (
     SELECT ${POST_COLUMNS_OF_P}
     FROM (SELECT * FROM posts WHERE id < $2 ORDER BY id DESC LIMIT $4) p
@@ -163,7 +163,7 @@ export class PgSearchView {
   ): { way: SearchWay; rows: number } {
     if (found === 0) return { way: this.#way === "auto" ? "index" : this.#way, rows: looked };
     const share = found / looked;
-    const span = Math.ceil((2 * rest) / share);
+    const span = Math.min(Math.ceil((2 * rest) / share), Math.max(below, 1));
     const matches = share * below;
     const costs: [SearchWay, number][] = [
       ["walk", span * COST.walkRow],
