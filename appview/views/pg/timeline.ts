@@ -60,13 +60,14 @@ const mergeSql = (time: string, uri: string, with_ = "") =>
 // $1 viewer id, $2, $3 cursor, $4 take.
 const MERGE = mergeSql("$2", "$3");
 // The merge below the last row the bounded walk read: the $5-th row below the cursor (none: the
-// walk read every row below it, and the merge finds nothing).
+// walk read every row below it, and the merge finds nothing). $5 is a bigint, as the walk's LIMIT
+// takes it (`$5 - 1` alone would make it an integer, and a bound past 2^31 an error).
 const MERGE_BELOW_WALK = mergeSql(
   "(SELECT t FROM walked)",
   "(SELECT u FROM walked)",
   `walked AS MATERIALIZED (SELECT indexed_at AS t, uri AS u FROM posts
       WHERE (indexed_at, uri) < ($2, $3)
-      ORDER BY indexed_at DESC, uri DESC LIMIT 1 OFFSET $5 - 1),`,
+      ORDER BY indexed_at DESC, uri DESC LIMIT 1 OFFSET $5::bigint - 1),`,
 );
 // $1 viewer id, $2, $3 cursor, $4 take, $5 bound of the walk.
 const GLOBAL_SCAN = hydrated(`SELECT id, indexed_at, uri FROM (
