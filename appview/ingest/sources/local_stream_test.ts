@@ -5,21 +5,20 @@ import { encodeBlock } from "../../../shared/cid.ts";
 import { encodeFrame } from "../../../shared/frame.ts";
 import { COLLECTION_POST } from "../../../shared/nsid.ts";
 import { waitFor } from "../../../runtime/_test_helpers.ts";
-import {
-  CONSUMER_LOCAL,
-  CURSOR_LOCAL_SEQ,
-  CURSOR_PUBLIC_TIME_US,
-  readConsumerStatus,
-  readCursor,
-} from "../../db/state.ts";
+import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ, CURSOR_PUBLIC_TIME_US } from "../../db/state.ts";
 import type { IndexOp } from "../../../shared/ops.ts";
-import { didOf, likeOp, openTestIndex, postOp, uriOf } from "../../_fixtures.ts";
+import { didOf, likeOp, postOp, uriOf } from "../../_fixtures.ts";
 import {
+  type BackendContext,
   captureLogRecords,
+  endBackendTests,
   errorFrame,
   FAST_BACKOFF,
+  forEachBackend,
   infoFrame,
   makeCommit,
+  openBackendContext,
+  openBackendIndex,
   openTestContext,
   startFakeRepoStream,
 } from "../../_test_helpers.ts";
@@ -33,75 +32,90 @@ function postCommit(seq: number, did = ALICE) {
   return makeCommit(seq, [postOp(did, `3kaaaaaaaa${String(seq).padStart(3, "a")}`, `post ${seq}`)]);
 }
 
-function postCount(db: { prepare(sql: string): { get(): unknown } }): number {
-  return (db.prepare("SELECT count(*) AS n FROM posts").get() as { n: number }).n;
+async function postCount(ctx: BackendContext): Promise<number> {
+  return (await ctx.rows<{ n: number }>("SELECT count(*) AS n FROM posts"))[0].n;
 }
 
-Deno.test("local consumer applies #commit frames and stores seq in its own cursor row (spec 6.2 rules 2-3)", async () => {
-  await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
-  for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === 3);
-  assert.equal(postCount(ctx.db), 3);
-  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), 3);
-  assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), null);
-  assert.deepEqual(stream.cursors, ["0"]);
-  const row = readConsumerStatus(ctx.db, CONSUMER_LOCAL);
-  assert.equal(row?.state, "live");
-});
+// Tests of what the consumer writes (rows, its cursor, its status row) run on both backends;
+// tests of the protocol alone (frames, URLs, headers, reconnecting) on one.
 
-Deno.test("local consumer resumes after the stored cursor when the connection drops", async () => {
-  await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
-  stream.append(1, postCommit(1).frame());
-  stream.append(2, postCommit(2).frame());
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === 2);
-  stream.dropClients();
-  await waitFor(() => stream.cursors.length === 2 && consumer.status().state === "live");
-  assert.deepEqual(stream.cursors, ["0", "2"]);
-  stream.append(3, postCommit(3).frame());
-  await waitFor(() => consumer.status().cursor === 3);
-  assert.equal(postCount(ctx.db), 3);
-});
+forEachBackend(
+  "local consumer applies #commit frames and stores seq in its own cursor row (spec 6.2 rules 2-3)",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    await using ctx = await openBackendContext(backend);
+    for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
+    await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === 3);
+    assert.equal(await postCount(ctx), 3);
+    assert.equal(await ctx.store.state.readCursor(CURSOR_LOCAL_SEQ), 3);
+    assert.equal(await ctx.store.state.readCursor(CURSOR_PUBLIC_TIME_US), null);
+    assert.deepEqual(stream.cursors, ["0"]);
+    const row = await ctx.store.state.readConsumerStatus(CONSUMER_LOCAL);
+    assert.equal(row?.state, "live");
+  },
+);
 
-Deno.test("local consumer restarted on the same database resumes from the persisted seq", async () => {
-  await using stream = startFakeRepoStream({ ignoreCursor: true });
-  using ctx = openTestContext();
-  for (let seq = 1; seq <= 4; seq++) stream.append(seq, postCommit(seq).frame());
-  const first = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
-  first.start();
-  await waitFor(() => first.status().cursor === 4);
-  await first.close();
-  const applied = ctx.writer.stats().applied;
-  const { log, lines } = captureLogRecords();
-  // The fake replays everything from seq 1 (ignoring the cursor): all four are duplicates.
-  await using second = createLocalStreamConsumer({ ...ctx, log }, {
-    url: stream.url,
-    ...FAST_BACKOFF,
-  });
-  second.start();
-  await waitFor(() => lines.filter((l) => l.msg === "Duplicate frame dropped").length === 4);
-  assert.equal(stream.cursors[1], "4");
-  stream.append(5, postCommit(5).frame());
-  await waitFor(() => second.status().cursor === 5);
-  assert.equal(ctx.writer.stats().applied, applied + 1);
-  assert.equal(postCount(ctx.db), 5);
-});
+forEachBackend(
+  "local consumer resumes after the stored cursor when the connection drops",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    await using ctx = await openBackendContext(backend);
+    stream.append(1, postCommit(1).frame());
+    stream.append(2, postCommit(2).frame());
+    await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === 2);
+    stream.dropClients();
+    await waitFor(() => stream.cursors.length === 2 && consumer.status().state === "live");
+    assert.deepEqual(stream.cursors, ["0", "2"]);
+    stream.append(3, postCommit(3).frame());
+    await waitFor(() => consumer.status().cursor === 3);
+    assert.equal(await postCount(ctx), 3);
+  },
+);
 
-Deno.test("local consumer accepts CID links in binary and string form (spec 6.2 rule 3)", async () => {
-  await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
-  stream.append(1, postCommit(1).frame({ cidForm: "instance" }));
-  stream.append(2, postCommit(2).frame({ cidForm: "string" }));
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === 2);
-  assert.equal(postCount(ctx.db), 2);
-});
+forEachBackend(
+  "local consumer restarted on the same database resumes from the persisted seq",
+  async (backend) => {
+    await using stream = startFakeRepoStream({ ignoreCursor: true });
+    await using ctx = await openBackendContext(backend);
+    for (let seq = 1; seq <= 4; seq++) stream.append(seq, postCommit(seq).frame());
+    const first = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+    first.start();
+    await waitFor(() => first.status().cursor === 4);
+    await first.close();
+    const applied = ctx.store.writer.stats().applied;
+    const { log, lines } = captureLogRecords();
+    // The fake replays everything from seq 1 (ignoring the cursor): all four are duplicates.
+    await using second = createLocalStreamConsumer({ ...ctx, log }, {
+      url: stream.url,
+      ...FAST_BACKOFF,
+    });
+    second.start();
+    await waitFor(() => lines.filter((l) => l.msg === "Duplicate frame dropped").length === 4);
+    assert.equal(stream.cursors[1], "4");
+    stream.append(5, postCommit(5).frame());
+    await waitFor(() => second.status().cursor === 5);
+    assert.equal(ctx.store.writer.stats().applied, applied + 1);
+    assert.equal(await postCount(ctx), 5);
+  },
+);
+
+forEachBackend(
+  "local consumer accepts CID links in binary and string form (spec 6.2 rule 3)",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    await using ctx = await openBackendContext(backend);
+    stream.append(1, postCommit(1).frame({ cidForm: "instance" }));
+    stream.append(2, postCommit(2).frame({ cidForm: "string" }));
+    await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === 2);
+    assert.equal(await postCount(ctx), 2);
+  },
+);
 
 /** Frames a hostile or broken account host could send. */
 function hostileFrames(): { name: string; data: Uint8Array | string }[] {
@@ -189,35 +203,39 @@ function hostileFrames(): { name: string; data: Uint8Array | string }[] {
   ];
 }
 
-Deno.test("local consumer skips hostile frames with a log line, keeps its connection and applies later commits", async () => {
-  await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogRecords();
-  using ctx = openTestContext({ log });
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
-  consumer.start();
-  await stream.waitForClients(1);
-  const hostile = hostileFrames();
-  for (const { data } of hostile) stream.sendRaw(data);
-  stream.append(100, postCommit(100).frame());
-  await waitFor(() => consumer.status().cursor === 100);
-  const skipped = lines.filter((l) => l.level === "warn" && /skipped/.test(String(l.msg)));
-  assert.equal(skipped.length, hostile.length, JSON.stringify(skipped.map((l) => l.msg)));
-  assert.deepEqual(stream.cursors, ["0"]);
-  assert.equal(consumer.status().state, "live");
-  assert.equal(postCount(ctx.db), 1);
-  assert.equal(
-    ctx.db.prepare("SELECT count(*) AS n FROM posts WHERE uri = ?").get(
-      uriOf(ALICE, COLLECTION_POST, "3kbbbbbbbbbb2"),
-    )?.n,
-    0,
-  );
-  assert.ok(consumer.status().lastError !== null);
-});
+forEachBackend(
+  "local consumer skips hostile frames with a log line, keeps its connection and applies later commits",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    const { log, lines } = captureLogRecords();
+    await using ctx = await openBackendContext(backend, { log });
+    await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+    consumer.start();
+    await stream.waitForClients(1);
+    const hostile = hostileFrames();
+    for (const { data } of hostile) stream.sendRaw(data);
+    stream.append(100, postCommit(100).frame());
+    await waitFor(() => consumer.status().cursor === 100);
+    const skipped = lines.filter((l) => l.level === "warn" && /skipped/.test(String(l.msg)));
+    assert.equal(skipped.length, hostile.length, JSON.stringify(skipped.map((l) => l.msg)));
+    assert.deepEqual(stream.cursors, ["0"]);
+    assert.equal(consumer.status().state, "live");
+    assert.equal(await postCount(ctx), 1);
+    assert.deepEqual(
+      await ctx.rows(
+        "SELECT count(*) AS n FROM posts WHERE uri = ?",
+        uriOf(ALICE, COLLECTION_POST, "3kbbbbbbbbbb2"),
+      ),
+      [{ n: 0 }],
+    );
+    assert.ok(consumer.status().lastError !== null);
+  },
+);
 
-Deno.test("local consumer rejects a frame over its size bound", async () => {
+forEachBackend("local consumer rejects a frame over its size bound", async (backend) => {
   await using stream = startFakeRepoStream();
   const { log, lines } = captureLogRecords();
-  using ctx = openTestContext({ log });
+  await using ctx = await openBackendContext(backend, { log });
   await using consumer = createLocalStreamConsumer(ctx, {
     url: stream.url,
     maxFrameBytes: 64 * 1024,
@@ -234,9 +252,10 @@ Deno.test("local consumer rejects a frame over its size bound", async () => {
     /over the 65536 byte limit/.test(String((l.error as { message: string }).message))
   );
   assert.equal(tooBig.length, 1);
-  assert.equal(postCount(ctx.db), 2);
+  assert.equal(await postCount(ctx), 2);
 });
 
+// The stream's own messages and reconnecting, before the index is reached: one backend.
 Deno.test("local consumer logs #info OutdatedCursor and keeps consuming (spec 6.1 rule 5)", async () => {
   await using stream = startFakeRepoStream();
   const { log, lines } = captureLogRecords();
@@ -259,6 +278,7 @@ Deno.test("local consumer logs #info OutdatedCursor and keeps consuming (spec 6.
   assert.deepEqual(stream.cursors, ["0"]);
 });
 
+// The stream's own messages and reconnecting, before the index is reached: one backend.
 Deno.test("local consumer drops the connection on an error frame and reconnects with backoff", async () => {
   await using stream = startFakeRepoStream();
   using ctx = openTestContext();
@@ -277,36 +297,43 @@ Deno.test("local consumer drops the connection on an error frame and reconnects 
   await waitFor(() => consumer.status().cursor === 2);
 });
 
-Deno.test("local consumer applies frames that queue up together in fewer transactions", async () => {
-  await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
-  const frames = Array.from({ length: 300 }, (_, i) => postCommit(i + 1, i % 2 ? BOB : ALICE));
-  for (const c of frames) stream.append(c.seq, c.frame());
-  const before = ctx.writer.stats().batches;
-  await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === 300);
-  assert.equal(postCount(ctx.db), 300);
-  const batches = ctx.writer.stats().batches - before;
-  assert.ok(batches < 300, `expected batching, got ${batches} transactions for 300 frames`);
-});
+forEachBackend(
+  "local consumer applies frames that queue up together in fewer transactions",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    await using ctx = await openBackendContext(backend);
+    const frames = Array.from({ length: 300 }, (_, i) => postCommit(i + 1, i % 2 ? BOB : ALICE));
+    for (const c of frames) stream.append(c.seq, c.frame());
+    const before = ctx.store.writer.stats().batches;
+    await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === 300);
+    assert.equal(await postCount(ctx), 300);
+    const batches = ctx.store.writer.stats().batches - before;
+    assert.ok(batches < 300, `expected batching, got ${batches} transactions for 300 frames`);
+  },
+);
 
-Deno.test("local consumer reports backoff with the error while the account host is unreachable", async () => {
-  const stream = startFakeRepoStream();
-  const url = stream.url;
-  await stream.close();
-  using ctx = openTestContext();
-  await using consumer = createLocalStreamConsumer(ctx, { url, ...FAST_BACKOFF });
-  consumer.start();
-  await waitFor(() => readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state === "backoff");
-  assert.ok(consumer.status().lastError !== null);
-  await consumer.close();
-  assert.equal(readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state, "disabled");
-});
+forEachBackend(
+  "local consumer reports backoff with the error while the account host is unreachable",
+  async (backend) => {
+    const stream = startFakeRepoStream();
+    const url = stream.url;
+    await stream.close();
+    await using ctx = await openBackendContext(backend);
+    const state = async () => (await ctx.store.state.readConsumerStatus(CONSUMER_LOCAL))?.state;
+    await using consumer = createLocalStreamConsumer(ctx, { url, ...FAST_BACKOFF });
+    consumer.start();
+    await waitFor(async () => await state() === "backoff");
+    assert.ok(consumer.status().lastError !== null);
+    await consumer.close();
+    assert.equal(await state(), "disabled");
+  },
+);
 
-Deno.test("a like and its post in one commit are applied together", async () => {
+forEachBackend("a like and its post in one commit are applied together", async (backend) => {
   await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
+  await using ctx = await openBackendContext(backend);
   const post = postOp(ALICE, "3kaaaaaaaaaa2", "hello");
   const postUri = uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaaaa2");
   stream.append(1, makeCommit(1, [post]).frame());
@@ -314,10 +341,9 @@ Deno.test("a like and its post in one commit are applied together", async () => 
   await using consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
   consumer.start();
   await waitFor(() => consumer.status().cursor === 2);
-  assert.equal(
-    ctx.db.prepare("SELECT like_count FROM posts WHERE uri = ?").get(postUri)?.like_count,
-    1,
-  );
+  assert.deepEqual(await ctx.rows("SELECT like_count FROM posts WHERE uri = ?", postUri), [
+    { like_count: 1 },
+  ]);
 });
 
 Deno.test("LocalStreamProtocol puts the cursor in the query string", () => {
@@ -366,33 +392,37 @@ Deno.test("LocalStreamProtocol gives each commit its rev for ordering and skips 
   assert.deepEqual(failures, ["Event 2 skipped: Invalid rev: undefined"]);
 });
 
-Deno.test("the parse step validates records: accepted ones are marked checked, a refused one is skipped by the writer", () => {
-  using ix = openTestIndex();
-  const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
-  const control = { log: captureLogRecords().log, fail: () => {}, disconnect: () => {} };
-  const good = postOp(ALICE, "3kaaaaaaaagood", "fine");
-  const bad = postOp(ALICE, "3kaaaaaaaabad2", "x".repeat(161));
-  const like = likeOp(BOB, "3kaaaaaaalike1", uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaagood"));
-  const decoded = p.decode(makeCommit(1, [good, bad]).frame().slice().buffer, null, control);
-  const decodedLike = p.decode(makeCommit(2, [like]).frame().slice().buffer, 1, control);
-  const checked = (ops: readonly IndexOp[] | undefined) =>
-    ops?.map((op) => op.kind === "record" ? [op.rkey, op.checked ?? false] : op.kind);
-  assert.deepEqual(checked(decoded?.ops), [
-    ["3kaaaaaaaagood", true],
-    ["3kaaaaaaaabad2", false],
-  ]);
-  assert.deepEqual(checked(decodedLike?.ops), [["3kaaaaaaalike1", true]]);
-  assert.deepEqual(ix.writer.applyOps([...decoded!.ops, ...decodedLike!.ops]), {
-    applied: 2,
-    skipped: 1,
-  });
-  assert.deepEqual(ix.rows("SELECT rkey, like_count FROM posts"), [{
-    rkey: "3kaaaaaaaagood",
-    like_count: 1,
-  }]);
-  assert.equal(ix.writer.stats().skippedByReason.invalid_record, 1);
-});
+forEachBackend(
+  "the parse step validates records: accepted ones are marked checked, a refused one is skipped by the writer",
+  async (backend) => {
+    await using ix = await openBackendIndex(backend);
+    const p = new LocalStreamProtocol("ws://h:1/xrpc/com.atproto.sync.subscribeRepos");
+    const control = { log: captureLogRecords().log, fail: () => {}, disconnect: () => {} };
+    const good = postOp(ALICE, "3kaaaaaaaagood", "fine");
+    const bad = postOp(ALICE, "3kaaaaaaaabad2", "x".repeat(161));
+    const like = likeOp(BOB, "3kaaaaaaalike1", uriOf(ALICE, COLLECTION_POST, "3kaaaaaaaagood"));
+    const decoded = p.decode(makeCommit(1, [good, bad]).frame().slice().buffer, null, control);
+    const decodedLike = p.decode(makeCommit(2, [like]).frame().slice().buffer, 1, control);
+    const checked = (ops: readonly IndexOp[] | undefined) =>
+      ops?.map((op) => op.kind === "record" ? [op.rkey, op.checked ?? false] : op.kind);
+    assert.deepEqual(checked(decoded?.ops), [
+      ["3kaaaaaaaagood", true],
+      ["3kaaaaaaaabad2", false],
+    ]);
+    assert.deepEqual(checked(decodedLike?.ops), [["3kaaaaaaalike1", true]]);
+    assert.deepEqual(await ix.apply(...decoded!.ops, ...decodedLike!.ops), {
+      applied: 2,
+      skipped: 1,
+    });
+    assert.deepEqual(await ix.rows("SELECT rkey, like_count FROM posts"), [{
+      rkey: "3kaaaaaaaagood",
+      like_count: 1,
+    }]);
+    assert.equal(ix.writer.stats().skippedByReason.invalid_record, 1);
+  },
+);
 
+// The stream's handshake (its Authorization header), not the index: one backend.
 Deno.test("local consumer presents the ingest secret to the account host, which keeps it a reserved connection slot", async () => {
   await using stream = startFakeRepoStream();
   stream.append(1, postCommit(1).frame());
@@ -403,6 +433,7 @@ Deno.test("local consumer presents the ingest secret to the account host, which 
   assert.deepEqual(stream.authorizations, ["Bearer stream-secret-0123456789"]);
 });
 
+// The stream's handshake (its Authorization header), not the index: one backend.
 Deno.test("local consumer sends no Authorization header when no ingest secret is configured", async () => {
   await using stream = startFakeRepoStream();
   stream.append(1, postCommit(1).frame());
@@ -451,38 +482,41 @@ Deno.test("an #account frame of the account host becomes an account status op (s
   assert.equal(parseLocalFrame(frame({ active: "no" }), 1024).t, "unconvertible");
 });
 
-Deno.test("FutureCursor moves the cursor back to the account host's head, says so once, resumes from there and tells the hooks", async () => {
-  await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogRecords();
-  using ctx = openTestContext({ log });
-  for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
-  const restores: unknown[] = [];
-  const hooks = {
-    restored: (r: unknown) => void restores.push(r),
-    sync: () => Promise.resolve(),
-  };
-  await using consumer = createLocalStreamConsumer(ctx, {
-    url: stream.url,
-    hooks,
-    ...FAST_BACKOFF,
-  });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === 3);
-  stream.sendRaw(errorFrame("FutureCursor", "Cursor 3 is beyond the latest seq 1"));
-  await waitFor(() => stream.cursors.length === 2);
-  assert.deepEqual(stream.cursors, ["0", "1"]); // resumed from the head (this fake replays 2-3)
-  assert.deepEqual(restores, [{ cursor: 3, head: 1 }]);
-  assert.equal(consumer.status().lastError, "Account host restored: cursor 3 beyond its head 1");
-  const said = lines.filter((l) => String(l.msg).startsWith("Account host is behind"));
-  assert.equal(said.length, 1);
-  assert.equal(lines.filter((l) => l.msg === "Stream sent an error frame").length, 0);
-  // A host that names no head: the stream replays what it retains, from 0.
-  await waitFor(() => consumer.status().cursor === 3);
-  stream.sendRaw(errorFrame("FutureCursor", "Cursor in the future."));
-  await waitFor(() => stream.cursors.length === 3);
-  assert.equal(stream.cursors[2], "0");
-  assert.deepEqual(restores[1], { cursor: 3, head: null });
-});
+forEachBackend(
+  "FutureCursor moves the cursor back to the account host's head, says so once, resumes from there and tells the hooks",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    const { log, lines } = captureLogRecords();
+    await using ctx = await openBackendContext(backend, { log });
+    for (let seq = 1; seq <= 3; seq++) stream.append(seq, postCommit(seq).frame());
+    const restores: unknown[] = [];
+    const hooks = {
+      restored: (r: unknown) => void restores.push(r),
+      sync: () => Promise.resolve(),
+    };
+    await using consumer = createLocalStreamConsumer(ctx, {
+      url: stream.url,
+      hooks,
+      ...FAST_BACKOFF,
+    });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === 3);
+    stream.sendRaw(errorFrame("FutureCursor", "Cursor 3 is beyond the latest seq 1"));
+    await waitFor(() => stream.cursors.length === 2);
+    assert.deepEqual(stream.cursors, ["0", "1"]); // resumed from the head (this fake replays 2-3)
+    assert.deepEqual(restores, [{ cursor: 3, head: 1 }]);
+    assert.equal(consumer.status().lastError, "Account host restored: cursor 3 beyond its head 1");
+    const said = lines.filter((l) => String(l.msg).startsWith("Account host is behind"));
+    assert.equal(said.length, 1);
+    assert.equal(lines.filter((l) => l.msg === "Stream sent an error frame").length, 0);
+    // A host that names no head: the stream replays what it retains, from 0.
+    await waitFor(() => consumer.status().cursor === 3);
+    stream.sendRaw(errorFrame("FutureCursor", "Cursor in the future."));
+    await waitFor(() => stream.cursors.length === 3);
+    assert.equal(stream.cursors[2], "0");
+    assert.deepEqual(restores[1], { cursor: 3, head: null });
+  },
+);
 
 Deno.test("a #sync frame asks the hooks for a backfill of its repository; a malformed one is passed over", () => {
   const synced: string[][] = [];
@@ -527,3 +561,5 @@ Deno.test("a #sync frame asks the hooks for a backfill of its repository; a malf
     "Event 5 skipped: Invalid did: alice",
   ]);
 });
+
+endBackendTests();

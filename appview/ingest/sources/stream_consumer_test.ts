@@ -7,23 +7,22 @@
 
 import assert from "node:assert/strict";
 import { waitFor } from "../../../runtime/_test_helpers.ts";
-import {
-  CONSUMER_LOCAL,
-  CURSOR_LOCAL_SEQ,
-  readConsumerStatus,
-  readCursor,
-} from "../../db/state.ts";
+import { CONSUMER_LOCAL, CURSOR_LOCAL_SEQ } from "../../db/state.ts";
 import { didOf, postOp } from "../../_fixtures.ts";
 import {
+  type BackendContext,
   captureLogRecords,
+  endBackendTests,
   errorFrame,
   FAST_BACKOFF,
+  forEachBackend,
   makeCommit,
+  openBackendContext,
   openTestContext,
   startFakeRepoStream,
 } from "../../_test_helpers.ts";
 import { createLocalStreamConsumer } from "./local_stream.ts";
-import type { IndexWriter } from "../apply_ops.ts";
+import type { IndexWriterApi } from "../../db/store.ts";
 
 const ALICE = didOf("alice");
 const BOB = didOf("bob");
@@ -34,15 +33,18 @@ function postCommit(seq: number) {
   return makeCommit(seq, [postOp(did, `3kaaaaaaa${String(seq).padStart(4, "a")}`, `post ${seq}`)]);
 }
 
-function count(db: { prepare(sql: string): { get(): unknown } }, sql: string): number {
-  return (db.prepare(sql).get() as { n: number }).n;
+async function count(ctx: BackendContext, sql: string): Promise<number> {
+  return (await ctx.rows<{ n: number }>(sql))[0].n;
 }
+
+// Tests of what the consumer writes (every post once, its cursor, its status row) run on both
+// backends; tests of options and of a connection that never opens, on one.
 
 /**
  * Wraps `writer.applyOps` to record, for each call, whether a macrotask scheduled by the
  * previous call ran before it (a `setTimeout(0)` queued inside the previous call).
  */
-function watchTurns(writer: IndexWriter): { calls: number; yieldedBefore: boolean[] } {
+function watchTurns(writer: IndexWriterApi): { calls: number; yieldedBefore: boolean[] } {
   const seen = { calls: 0, yieldedBefore: [] as boolean[] };
   let ticked = true;
   const apply = writer.applyOps.bind(writer);
@@ -56,118 +58,130 @@ function watchTurns(writer: IndexWriter): { calls: number; yieldedBefore: boolea
   return seen;
 }
 
-Deno.test("a queued backlog is applied one transaction per event-loop turn (maxBatchOps)", async () => {
-  await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
-  for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
-  const turns = watchTurns(ctx.writer);
-  await using consumer = createLocalStreamConsumer(ctx, {
-    url: stream.url,
-    ...FAST_BACKOFF,
-    maxBatchOps: 10,
-    yieldBetweenBatches: true,
-  });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === FRAMES);
-  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
-  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), FRAMES);
-  // At most 10 ops per transaction: at least 30 of them, and never two in one turn.
-  assert.ok(turns.calls >= FRAMES / 10, `${turns.calls} transactions for ${FRAMES} ops`);
-  assert.deepEqual(
-    turns.yieldedBefore.flatMap((yielded, i) => yielded ? [] : [i]),
-    [],
-    "transactions that ran in the same event-loop turn as the one before",
-  );
-  assert.deepEqual(stream.cursors, ["0"]);
-});
-
-Deno.test("too many waiting messages close the stream until they are applied; it resumes from the cursor", async () => {
-  await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogRecords();
-  using ctx = openTestContext({ log });
-  for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
-  await using consumer = createLocalStreamConsumer(ctx, {
-    url: stream.url,
-    ...FAST_BACKOFF,
-    maxBatchOps: 20,
-    yieldBetweenBatches: true,
-    maxQueuedMessages: 50,
-  });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === FRAMES);
-  // Every post once: nothing skipped at a pause, nothing applied twice after a resume.
-  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
-  assert.equal(count(ctx.db, "SELECT count(DISTINCT uri) AS n FROM posts"), FRAMES);
-  assert.deepEqual(
-    ctx.db.prepare("SELECT did, post_count FROM profiles ORDER BY did").all()
-      .map((r) => [r.did, r.post_count]),
-    [[ALICE, FRAMES / 2], [BOB, FRAMES / 2]].sort(),
-    "post counters count each post once",
-  );
-  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), FRAMES);
-  // Paused at least once; each reconnect asks for what follows the last applied seq.
-  const cursors = stream.cursors.map(Number);
-  assert.ok(cursors.length >= 2, `connections: ${JSON.stringify(stream.cursors)}`);
-  assert.equal(cursors[0], 0);
-  for (let i = 1; i < cursors.length; i++) {
-    assert.ok(cursors[i] > cursors[i - 1] && cursors[i] < FRAMES, `cursors ${cursors}`);
-  }
-  const pauses = lines.filter((l) =>
-    l.msg === "Pausing the stream until the index applies what it received"
-  );
-  const resumes = lines.filter((l) => l.msg === "Resuming the stream");
-  assert.equal(pauses.length, cursors.length - 1);
-  assert.deepEqual(resumes.map((l) => l.cursor), cursors.slice(1));
-  // A pause is not a failure: no backoff, no error for /healthz.
-  assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
-  assert.equal(consumer.status().lastError, null);
-  await waitFor(() => readConsumerStatus(ctx.db, CONSUMER_LOCAL)?.state === "live");
-});
-
-Deno.test("waiting messages above maxQueuedBytes close the stream though their count is under maxQueuedMessages", async () => {
-  await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogRecords();
-  using ctx = openTestContext({ log });
-  let frameBytes = 0;
-  let smallestFrameBytes = Infinity;
-  for (let seq = 1; seq <= FRAMES; seq++) {
-    const frame = postCommit(seq).frame();
-    frameBytes = Math.max(frameBytes, frame.byteLength);
-    smallestFrameBytes = Math.min(smallestFrameBytes, frame.byteLength);
-    stream.append(seq, frame);
-  }
-  const maxQueuedBytes = 40 * frameBytes;
-  await using consumer = createLocalStreamConsumer(ctx, {
-    url: stream.url,
-    ...FAST_BACKOFF,
-    maxBatchOps: 20,
-    yieldBetweenBatches: true,
-    maxQueuedMessages: 10 * FRAMES,
-    maxQueuedBytes,
-  });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === FRAMES);
-  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
-  assert.equal(count(ctx.db, "SELECT count(DISTINCT uri) AS n FROM posts"), FRAMES);
-  const pauses = lines.filter((l) =>
-    l.msg === "Pausing the stream until the index applies what it received"
-  );
-  assert.ok(pauses.length >= 1, "paused at least once");
-  assert.equal(stream.cursors.length, pauses.length + 1);
-  for (const pause of pauses) {
-    // Closed at the first message past the byte bound.
-    assert.ok(
-      Number(pause.waitingBytes) > maxQueuedBytes &&
-        Number(pause.waitingBytes) <= maxQueuedBytes + frameBytes,
-      `waitingBytes ${pause.waitingBytes} against a bound of ${maxQueuedBytes}`,
+forEachBackend(
+  "a queued backlog is applied one transaction per event-loop turn (maxBatchOps)",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    await using ctx = await openBackendContext(backend);
+    for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
+    const turns = watchTurns(ctx.store.writer);
+    await using consumer = createLocalStreamConsumer(ctx, {
+      url: stream.url,
+      ...FAST_BACKOFF,
+      maxBatchOps: 10,
+      yieldBetweenBatches: true,
+    });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === FRAMES);
+    assert.equal(await count(ctx, "SELECT count(*) AS n FROM posts"), FRAMES);
+    assert.equal(await ctx.store.state.readCursor(CURSOR_LOCAL_SEQ), FRAMES);
+    // At most 10 ops per transaction: at least 30 of them, and never two in one turn.
+    assert.ok(turns.calls >= FRAMES / 10, `${turns.calls} transactions for ${FRAMES} ops`);
+    assert.deepEqual(
+      turns.yieldedBefore.flatMap((yielded, i) => yielded ? [] : [i]),
+      [],
+      "transactions that ran in the same event-loop turn as the one before",
     );
-    const most = Math.floor(maxQueuedBytes / smallestFrameBytes) + 1;
-    assert.ok(Number(pause.waiting) <= most, `waiting ${pause.waiting}, at most ${most}`);
-  }
-  assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
-  assert.equal(consumer.status().lastError, null);
-});
+    assert.deepEqual(stream.cursors, ["0"]);
+  },
+);
 
+forEachBackend(
+  "too many waiting messages close the stream until they are applied; it resumes from the cursor",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    const { log, lines } = captureLogRecords();
+    await using ctx = await openBackendContext(backend, { log });
+    for (let seq = 1; seq <= FRAMES; seq++) stream.append(seq, postCommit(seq).frame());
+    await using consumer = createLocalStreamConsumer(ctx, {
+      url: stream.url,
+      ...FAST_BACKOFF,
+      maxBatchOps: 20,
+      yieldBetweenBatches: true,
+      maxQueuedMessages: 50,
+    });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === FRAMES);
+    // Every post once: nothing skipped at a pause, nothing applied twice after a resume.
+    assert.equal(await count(ctx, "SELECT count(*) AS n FROM posts"), FRAMES);
+    assert.equal(await count(ctx, "SELECT count(DISTINCT uri) AS n FROM posts"), FRAMES);
+    assert.deepEqual(
+      (await ctx.rows("SELECT did, post_count FROM profiles ORDER BY did"))
+        .map((r) => [r.did, r.post_count]),
+      [[ALICE, FRAMES / 2], [BOB, FRAMES / 2]].sort(),
+      "post counters count each post once",
+    );
+    assert.equal(await ctx.store.state.readCursor(CURSOR_LOCAL_SEQ), FRAMES);
+    // Paused at least once; each reconnect asks for what follows the last applied seq.
+    const cursors = stream.cursors.map(Number);
+    assert.ok(cursors.length >= 2, `connections: ${JSON.stringify(stream.cursors)}`);
+    assert.equal(cursors[0], 0);
+    for (let i = 1; i < cursors.length; i++) {
+      assert.ok(cursors[i] > cursors[i - 1] && cursors[i] < FRAMES, `cursors ${cursors}`);
+    }
+    const pauses = lines.filter((l) =>
+      l.msg === "Pausing the stream until the index applies what it received"
+    );
+    const resumes = lines.filter((l) => l.msg === "Resuming the stream");
+    assert.equal(pauses.length, cursors.length - 1);
+    assert.deepEqual(resumes.map((l) => l.cursor), cursors.slice(1));
+    // A pause is not a failure: no backoff, no error for /healthz.
+    assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
+    assert.equal(consumer.status().lastError, null);
+    await waitFor(async () =>
+      (await ctx.store.state.readConsumerStatus(CONSUMER_LOCAL))?.state === "live"
+    );
+  },
+);
+
+forEachBackend(
+  "waiting messages above maxQueuedBytes close the stream though their count is under maxQueuedMessages",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    const { log, lines } = captureLogRecords();
+    await using ctx = await openBackendContext(backend, { log });
+    let frameBytes = 0;
+    let smallestFrameBytes = Infinity;
+    for (let seq = 1; seq <= FRAMES; seq++) {
+      const frame = postCommit(seq).frame();
+      frameBytes = Math.max(frameBytes, frame.byteLength);
+      smallestFrameBytes = Math.min(smallestFrameBytes, frame.byteLength);
+      stream.append(seq, frame);
+    }
+    const maxQueuedBytes = 40 * frameBytes;
+    await using consumer = createLocalStreamConsumer(ctx, {
+      url: stream.url,
+      ...FAST_BACKOFF,
+      maxBatchOps: 20,
+      yieldBetweenBatches: true,
+      maxQueuedMessages: 10 * FRAMES,
+      maxQueuedBytes,
+    });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === FRAMES);
+    assert.equal(await count(ctx, "SELECT count(*) AS n FROM posts"), FRAMES);
+    assert.equal(await count(ctx, "SELECT count(DISTINCT uri) AS n FROM posts"), FRAMES);
+    const pauses = lines.filter((l) =>
+      l.msg === "Pausing the stream until the index applies what it received"
+    );
+    assert.ok(pauses.length >= 1, "paused at least once");
+    assert.equal(stream.cursors.length, pauses.length + 1);
+    for (const pause of pauses) {
+      // Closed at the first message past the byte bound.
+      assert.ok(
+        Number(pause.waitingBytes) > maxQueuedBytes &&
+          Number(pause.waitingBytes) <= maxQueuedBytes + frameBytes,
+        `waitingBytes ${pause.waitingBytes} against a bound of ${maxQueuedBytes}`,
+      );
+      const most = Math.floor(maxQueuedBytes / smallestFrameBytes) + 1;
+      assert.ok(Number(pause.waiting) <= most, `waiting ${pause.waiting}, at most ${most}`);
+    }
+    assert.equal(lines.filter((l) => l.msg === "Reconnecting after backoff").length, 0);
+    assert.equal(consumer.status().lastError, null);
+  },
+);
+
+// Options, checked before the index is reached: one backend.
 Deno.test("consumer options reject a batch or queue bound that is not a positive integer", () => {
   using ctx = openTestContext();
   assert.throws(
@@ -188,40 +202,44 @@ Deno.test("consumer options reject a batch or queue bound that is not a positive
   );
 });
 
-Deno.test("a silent connection is made again from the cursor after the idle timeout; a busy one is kept", async () => {
-  await using stream = startFakeRepoStream();
-  const { log, lines } = captureLogRecords();
-  using ctx = openTestContext({ log });
-  stream.append(1, postCommit(1).frame());
-  await using consumer = createLocalStreamConsumer(ctx, {
-    url: stream.url,
-    ...FAST_BACKOFF,
-    idleTimeoutMs: 150,
-  });
-  consumer.start();
-  await waitFor(() => consumer.status().cursor === 1, { message: "cursor 1" });
-  // Frames every 30 ms keep the connection.
-  for (let seq = 2; seq <= 11; seq++) {
-    stream.append(seq, postCommit(seq).frame());
-    await new Promise((r) => setTimeout(r, 30));
-  }
-  await waitFor(() => consumer.status().cursor === 11, { message: "cursor 11" });
-  assert.deepEqual(stream.cursors, ["0"]);
-  // Then silence: the consumer closes and reconnects from its cursor, and keeps applying.
-  await waitFor(() => stream.cursors.length === 2, { message: "reconnected", timeoutMs: 3_000 });
-  assert.deepEqual(stream.cursors, ["0", "11"]);
-  await stream.waitForClients(1);
-  stream.append(12, postCommit(12).frame());
-  await waitFor(() => consumer.status().cursor === 12, { message: "cursor 12" });
-  assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), 12);
-  const silent = lines.filter((l) =>
-    l.msg === "Stream silent; reconnecting from the stored cursor"
-  );
-  assert.ok(silent.length >= 1);
-  assert.deepEqual([silent[0].opened, silent[0].cursor], [true, 11]);
-  assert.ok((silent[0].silentMs as number) >= 150);
-});
+forEachBackend(
+  "a silent connection is made again from the cursor after the idle timeout; a busy one is kept",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    const { log, lines } = captureLogRecords();
+    await using ctx = await openBackendContext(backend, { log });
+    stream.append(1, postCommit(1).frame());
+    await using consumer = createLocalStreamConsumer(ctx, {
+      url: stream.url,
+      ...FAST_BACKOFF,
+      idleTimeoutMs: 150,
+    });
+    consumer.start();
+    await waitFor(() => consumer.status().cursor === 1, { message: "cursor 1" });
+    // Frames every 30 ms keep the connection.
+    for (let seq = 2; seq <= 11; seq++) {
+      stream.append(seq, postCommit(seq).frame());
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    await waitFor(() => consumer.status().cursor === 11, { message: "cursor 11" });
+    assert.deepEqual(stream.cursors, ["0"]);
+    // Then silence: the consumer closes and reconnects from its cursor, and keeps applying.
+    await waitFor(() => stream.cursors.length === 2, { message: "reconnected", timeoutMs: 3_000 });
+    assert.deepEqual(stream.cursors, ["0", "11"]);
+    await stream.waitForClients(1);
+    stream.append(12, postCommit(12).frame());
+    await waitFor(() => consumer.status().cursor === 12, { message: "cursor 12" });
+    assert.equal(await count(ctx, "SELECT count(*) AS n FROM posts"), 12);
+    const silent = lines.filter((l) =>
+      l.msg === "Stream silent; reconnecting from the stored cursor"
+    );
+    assert.ok(silent.length >= 1);
+    assert.deepEqual([silent[0].opened, silent[0].cursor], [true, 11]);
+    assert.ok((silent[0].silentMs as number) >= 150);
+  },
+);
 
+// A connection that never opens writes nothing: one backend.
 Deno.test("a server that accepts the connection and never answers the upgrade is left after the idle timeout", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const held: Deno.Conn[] = [];
@@ -339,17 +357,14 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array) {
   for (let pos = 0; pos < bytes.length;) pos += await conn.write(bytes.subarray(pos));
 }
 
-Deno.test({
-  name: "a paused stream whose server never answers the close is abandoned, then resumed",
-  // The abandoned client socket ends only when the test closes the server side.
-  sanitizeResources: false,
-  sanitizeOps: false,
-  async fn() {
+forEachBackend(
+  "a paused stream whose server never answers the close is abandoned, then resumed",
+  async (backend) => {
     const frames = Array.from({ length: FRAMES }, (_, i) => postCommit(i + 1).frame());
     assert.ok(frames.every((f) => f.length < 0x10000));
     const stream = startDeafRepoStream(frames);
     const { log, lines } = captureLogRecords();
-    using ctx = openTestContext({ log });
+    await using ctx = await openBackendContext(backend, { log });
     const consumer = createLocalStreamConsumer(ctx, {
       url: stream.url,
       ...FAST_BACKOFF,
@@ -359,7 +374,7 @@ Deno.test({
     try {
       consumer.start();
       await waitFor(() => consumer.status().cursor === FRAMES, { timeoutMs: 10_000 });
-      assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), FRAMES);
+      assert.equal(await count(ctx, "SELECT count(*) AS n FROM posts"), FRAMES);
       const abandoned = lines.filter((l) =>
         l.msg === "Stream did not close in time; abandoning the connection"
       );
@@ -374,24 +389,23 @@ Deno.test({
       await consumer.close();
     }
   },
-});
+  // The abandoned client socket ends only when the test closes the server side.
+  { sanitizeResources: false, sanitizeOps: false },
+);
 
-Deno.test({
-  name:
-    "a connection dropped after an error frame is abandoned when the server never answers the close",
-  sanitizeResources: false,
-  sanitizeOps: false,
-  async fn() {
+forEachBackend(
+  "a connection dropped after an error frame is abandoned when the server never answers the close",
+  async (backend) => {
     const frames = Array.from({ length: 10 }, (_, i) => postCommit(i + 1).frame());
     const stream = startDeafRepoStream(frames, { thenOnFirst: errorFrame("ConsumerTooSlow") });
     const { log, lines } = captureLogRecords();
-    using ctx = openTestContext({ log });
+    await using ctx = await openBackendContext(backend, { log });
     const consumer = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
     try {
       consumer.start();
       await waitFor(() => stream.cursors.length === 2, { timeoutMs: 10_000 });
       assert.deepEqual(stream.cursors, ["0", "10"]);
-      assert.equal(count(ctx.db, "SELECT count(*) AS n FROM posts"), 10);
+      assert.equal(await count(ctx, "SELECT count(*) AS n FROM posts"), 10);
       assert.equal(consumer.status().lastError, "Stream error ConsumerTooSlow:");
       assert.equal(
         lines.filter((l) => l.msg === "Stream did not close in time; abandoning the connection")
@@ -406,4 +420,7 @@ Deno.test({
       await consumer.close();
     }
   },
-});
+  { sanitizeResources: false, sanitizeOps: false },
+);
+
+endBackendTests();
