@@ -2,24 +2,24 @@
  * The three ingest sources of the index (spec 1.3, 6.2-6.5) against one write path: the same
  * commits delivered by push, by the local stream and as Jetstream events, in every order and
  * repeated, leave identical tables (blocks included); the two cursors stay apart across a restart; the local
- * stream alone delivers every post.
+ * stream alone delivers every post. The index on SQLite and on PostgreSQL (issue 40).
  */
 
 import assert from "node:assert/strict";
 import { COLLECTION_BLOCK, COLLECTION_POST, COLLECTION_REPOST } from "../shared/nsid.ts";
 import { ingestRoutes } from "../appview/api/ingest.ts";
 import {
+  type Backend,
   captureLogRecords,
-  dumpTables,
+  endBackendTests,
   FAST_BACKOFF,
   FIXED_NOW,
+  forEachBackend,
   makeCommit,
-  openTestContext,
   startFakeRepoStream,
   type TestCommit,
-  type TestContext,
 } from "../appview/_test_helpers.ts";
-import { CURSOR_LOCAL_SEQ, CURSOR_PUBLIC_TIME_US, readCursor } from "../appview/db/state.ts";
+import { CURSOR_LOCAL_SEQ, CURSOR_PUBLIC_TIME_US } from "../appview/db/state.ts";
 import {
   blockOp,
   deleteOp,
@@ -34,6 +34,7 @@ import {
 import { createJetstreamConsumer } from "../appview/ingest/sources/jetstream.ts";
 import { createLocalStreamConsumer } from "../appview/ingest/sources/local_stream.ts";
 import type { StreamConsumer } from "../appview/ingest/sources/stream_consumer.ts";
+import { freshIndexEnv, openIndexContext } from "./_system.ts";
 import { makeTempDir, startFakeJetstream, waitFor } from "./_util.ts";
 
 const ALICE = didOf("alice");
@@ -80,10 +81,13 @@ function cidText(seed: string): string {
 
 type Source = "push" | "local" | "jet";
 
-/** One index with the three sources wired to fake upstreams. */
-async function openHarness() {
+/** One index on `backend` with the three sources wired to fake upstreams. */
+async function openHarness(backend: Backend) {
   const { log, lines } = captureLogRecords();
-  const ctx = openTestContext({ log, now: FIXED_NOW });
+  const ctx = await openIndexContext(await freshIndexEnv(backend, ":memory:"), {
+    log,
+    now: FIXED_NOW,
+  });
   const stream = startFakeRepoStream();
   const js = startFakeJetstream();
   const local = createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF });
@@ -94,7 +98,7 @@ async function openHarness() {
   const push = ingestRoutes(ctx);
   const applied = () => {
     // Every op accounted for: applied, skipped, or passed over with its commit (older rev).
-    const s = ctx.writer.stats();
+    const s = ctx.store.writer.stats();
     return s.applied + s.skipped + s.staleOps;
   };
   const duplicates = () => lines.filter((l) => l.msg === "Duplicate frame dropped").length;
@@ -130,7 +134,7 @@ async function openHarness() {
       await pub.close();
       await stream.close();
       await js.close();
-      ctx.db.close();
+      await ctx[Symbol.asyncDispose]();
     },
   };
 }
@@ -139,8 +143,12 @@ async function openHarness() {
  * Runs the scenario through `order`: per commit (each commit through every source in turn) or
  * per history (the whole history through one source, then the next). Returns the table dump.
  */
-async function runScenario(order: readonly Source[], by: "commit" | "history" = "commit") {
-  const h = await openHarness();
+async function runScenario(
+  backend: Backend,
+  order: readonly Source[],
+  by: "commit" | "history" = "commit",
+) {
+  const h = await openHarness(backend);
   try {
     const commits = scenario();
     if (by === "commit") {
@@ -162,11 +170,11 @@ async function runScenario(order: readonly Source[], by: "commit" | "history" = 
       // The backfill queue holds the gaps the local stream saw (the fixture's `since` names no
       // real commit), which depends on the order; `repo_revs.local` says whether the stream or
       // the push applied a commit before Jetstream did (docs/behaviour.md 6.2 rule 8).
-      dump: dumpTables(h.ctx.db, {
+      dump: await h.ctx.dump({
         exclude: ["consumer_status", "ingest_skips", "schema_migrations", "backfill_queue"],
         omitColumns: ["local"],
       }),
-      skipped: h.ctx.writer.stats().skipped,
+      skipped: h.ctx.store.writer.stats().skipped,
     };
   } finally {
     await h.close();
@@ -182,103 +190,111 @@ const PERMUTATIONS: Source[][] = [
   ["jet", "local", "push"],
 ];
 
-Deno.test("the same commits by push, local stream and Jetstream, in every order and repeated, leave identical tables (spec 6.2 rule 4)", async () => {
-  const reference = await runScenario(PERMUTATIONS[0]);
-  assert.equal(reference.skipped, 0);
-  for (
-    const order of [
-      ...PERMUTATIONS.slice(1),
-      ["jet", "push", "local", "jet", "push", "local"] as Source[],
-    ]
-  ) {
-    const run = await runScenario(order);
-    assert.equal(run.skipped, 0, order.join(","));
-    assert.deepEqual(run.dump, reference.dump, `order ${order.join(",")}`);
-  }
-  for (const order of PERMUTATIONS) {
-    const run = await runScenario(order, "history");
-    assert.equal(run.skipped, 0, order.join(","));
-    assert.deepEqual(run.dump, reference.dump, `whole histories in order ${order.join(",")}`);
-  }
-  const dump = reference.dump;
-  // Exact counters and one notification per event.
-  const p1 = dump.posts.find((p) => p.uri === P1)!;
-  assert.deepEqual([p1.like_count, p1.repost_count, p1.handle], [2, 0, "alice.test"]);
-  const profiles = Object.fromEntries(dump.profiles.map((p) => [p.did, p]));
-  assert.deepEqual(
-    [profiles[ALICE].follower_count, profiles[ALICE].following_count, profiles[ALICE].post_count],
-    [1, 1, 1],
-  );
-  assert.deepEqual(
-    [profiles[BOB].follower_count, profiles[BOB].following_count, profiles[BOB].post_count],
-    [1, 1, 2],
-  );
-  assert.equal(profiles[ALICE].display_name, "Alice A.");
-  assert.equal(profiles[ALICE].handle, "alice.test");
-  assert.deepEqual(
-    dump.notifications.map((n) =>
-      `${n.recipient === ALICE ? "alice" : "bob"} ${n.kind} ${
-        n.author_did === BOB ? "bob" : n.author_did === CAROL ? "carol" : "alice"
-      }`
-    )
-      .sort(),
-    [
-      "alice follow bob",
-      "alice like bob",
-      "alice like carol",
-      "alice reply bob",
-      "alice repost bob",
-      "bob follow alice",
-    ],
-  );
-  assert.deepEqual(dump.reposts, []);
-  assert.deepEqual(
-    dump.blocks.map((b) => [b.actor, b.rkey, b.subject]),
-    [[CAROL, "3kcarolblock2", BOB]],
-  );
-  assert.equal(dump.likes.length, 2);
-  assert.equal(dump.follows.length, 2);
-  assert.deepEqual(
-    dump.cursors.map((c) => [c.name, c.value]),
-    [[CURSOR_LOCAL_SEQ, LAST_SEQ], [CURSOR_PUBLIC_TIME_US, T0 + LAST_SEQ * 100]],
-  );
-});
+forEachBackend(
+  "the same commits by push, local stream and Jetstream, in every order and repeated, leave identical tables (spec 6.2 rule 4)",
+  async (backend) => {
+    const reference = await runScenario(backend, PERMUTATIONS[0]);
+    assert.equal(reference.skipped, 0);
+    for (
+      const order of [
+        ...PERMUTATIONS.slice(1),
+        ["jet", "push", "local", "jet", "push", "local"] as Source[],
+      ]
+    ) {
+      const run = await runScenario(backend, order);
+      assert.equal(run.skipped, 0, order.join(","));
+      assert.deepEqual(run.dump, reference.dump, `order ${order.join(",")}`);
+    }
+    for (const order of PERMUTATIONS) {
+      const run = await runScenario(backend, order, "history");
+      assert.equal(run.skipped, 0, order.join(","));
+      assert.deepEqual(run.dump, reference.dump, `whole histories in order ${order.join(",")}`);
+    }
+    const dump = reference.dump;
+    // Exact counters and one notification per event.
+    const p1 = dump.posts.find((p) => p.uri === P1)!;
+    assert.deepEqual([p1.like_count, p1.repost_count, p1.handle], [2, 0, "alice.test"]);
+    const profiles = Object.fromEntries(dump.profiles.map((p) => [p.did, p]));
+    assert.deepEqual(
+      [profiles[ALICE].follower_count, profiles[ALICE].following_count, profiles[ALICE].post_count],
+      [1, 1, 1],
+    );
+    assert.deepEqual(
+      [profiles[BOB].follower_count, profiles[BOB].following_count, profiles[BOB].post_count],
+      [1, 1, 2],
+    );
+    assert.equal(profiles[ALICE].display_name, "Alice A.");
+    assert.equal(profiles[ALICE].handle, "alice.test");
+    assert.deepEqual(
+      dump.notifications.map((n) =>
+        `${n.recipient === ALICE ? "alice" : "bob"} ${n.kind} ${
+          n.author_did === BOB ? "bob" : n.author_did === CAROL ? "carol" : "alice"
+        }`
+      )
+        .sort(),
+      [
+        "alice follow bob",
+        "alice like bob",
+        "alice like carol",
+        "alice reply bob",
+        "alice repost bob",
+        "bob follow alice",
+      ],
+    );
+    assert.deepEqual(dump.reposts, []);
+    assert.deepEqual(
+      dump.blocks.map((b) => [b.actor, b.rkey, b.subject]),
+      [[CAROL, "3kcarolblock2", BOB]],
+    );
+    assert.equal(dump.likes.length, 2);
+    assert.equal(dump.follows.length, 2);
+    assert.deepEqual(
+      dump.cursors.map((c) => [c.name, c.value]),
+      [[CURSOR_LOCAL_SEQ, LAST_SEQ], [CURSOR_PUBLIC_TIME_US, T0 + LAST_SEQ * 100]],
+    );
+  },
+);
 
-Deno.test("both stream cursors persist independently across a restart; the public cursor never leaks into the local one (spec 6.2 rule 2)", async () => {
-  await using dir = await makeTempDir();
-  const dbPath = `${dir.path}/appview.sqlite`;
-  const commits = scenario().slice(0, 3);
-  {
+forEachBackend(
+  "both stream cursors persist independently across a restart; the public cursor never leaks into the local one (spec 6.2 rule 2)",
+  async (backend) => {
+    await using dir = await makeTempDir();
+    const database = await freshIndexEnv(backend, `${dir.path}/appview.sqlite`);
+    const commits = scenario().slice(0, 3);
+    {
+      await using stream = startFakeRepoStream();
+      await using js = startFakeJetstream();
+      await using ctx = await openIndexContext(database);
+      await using local = startConsumer(
+        createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
+      );
+      await using pub = startConsumer(
+        createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }),
+      );
+      await js.waitForClients(1);
+      for (const c of commits) stream.append(c.seq, c.frame());
+      for (const c of commits) for (const e of c.jetstream(T0 + c.seq * 100)) js.send(e);
+      await waitFor(() => local.status().cursor === 3 && pub.status().cursor === T0 + 300);
+    }
+    await using ctx = await openIndexContext(database);
+    assert.equal(await ctx.store.state.readCursor(CURSOR_LOCAL_SEQ), 3);
+    assert.equal(await ctx.store.state.readCursor(CURSOR_PUBLIC_TIME_US), T0 + 300);
     await using stream = startFakeRepoStream();
     await using js = startFakeJetstream();
-    using ctx = openTestContext({ dbPath });
+    for (const c of scenario()) stream.append(c.seq, c.frame());
     await using local = startConsumer(
       createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
     );
     await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
+    await waitFor(() => local.status().cursor === LAST_SEQ);
     await js.waitForClients(1);
-    for (const c of commits) stream.append(c.seq, c.frame());
-    for (const c of commits) for (const e of c.jetstream(T0 + c.seq * 100)) js.send(e);
-    await waitFor(() => local.status().cursor === 3 && pub.status().cursor === T0 + 300);
-  }
-  using ctx: TestContext = openTestContext({ dbPath });
-  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), 3);
-  assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), T0 + 300);
-  await using stream = startFakeRepoStream();
-  await using js = startFakeJetstream();
-  for (const c of scenario()) stream.append(c.seq, c.frame());
-  await using local = startConsumer(
-    createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
-  );
-  await using pub = startConsumer(createJetstreamConsumer(ctx, { url: js.url, ...FAST_BACKOFF }));
-  await waitFor(() => local.status().cursor === LAST_SEQ);
-  await js.waitForClients(1);
-  assert.deepEqual(stream.cursors, ["3"]);
-  assert.equal(js.requests[0].get("cursor"), String(T0 + 300 - 5_000_000));
-  assert.equal(readCursor(ctx.db, CURSOR_LOCAL_SEQ), LAST_SEQ);
-  assert.equal(readCursor(ctx.db, CURSOR_PUBLIC_TIME_US), T0 + 300);
-  assert.equal(pub.status().cursor, T0 + 300);
-});
+    assert.deepEqual(stream.cursors, ["3"]);
+    assert.equal(js.requests[0].get("cursor"), String(T0 + 300 - 5_000_000));
+    assert.equal(await ctx.store.state.readCursor(CURSOR_LOCAL_SEQ), LAST_SEQ);
+    assert.equal(await ctx.store.state.readCursor(CURSOR_PUBLIC_TIME_US), T0 + 300);
+    assert.equal(pub.status().cursor, T0 + 300);
+  },
+);
 
 function startConsumer(consumer: StreamConsumer | null): StreamConsumer {
   assert.ok(consumer !== null);
@@ -286,27 +302,31 @@ function startConsumer(consumer: StreamConsumer | null): StreamConsumer {
   return consumer;
 }
 
-Deno.test("with the push target down every post still arrives through the local stream (spec 6.2 rule 5)", async () => {
-  await using stream = startFakeRepoStream();
-  using ctx = openTestContext();
-  const authors = [ALICE, BOB, CAROL];
-  for (let seq = 1; seq <= 60; seq++) {
-    const did = authors[seq % 3];
-    const rkey = `3kpost${String(seq).padStart(6, "a")}2`.replace(
-      /[0-9]/g,
-      (d) => "abcdefghij"[+d],
+forEachBackend(
+  "with the push target down every post still arrives through the local stream (spec 6.2 rule 5)",
+  async (backend) => {
+    await using stream = startFakeRepoStream();
+    await using ctx = await openIndexContext(await freshIndexEnv(backend, ":memory:"));
+    const authors = [ALICE, BOB, CAROL];
+    for (let seq = 1; seq <= 60; seq++) {
+      const did = authors[seq % 3];
+      const rkey = `3kpost${String(seq).padStart(6, "a")}2`.replace(
+        /[0-9]/g,
+        (d) => "abcdefghij"[+d],
+      );
+      stream.append(seq, makeCommit(seq, [postOp(did, rkey, `post number ${seq}`)]).frame());
+    }
+    await using local = startConsumer(
+      createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
     );
-    stream.append(seq, makeCommit(seq, [postOp(did, rkey, `post number ${seq}`)]).frame());
-  }
-  await using local = startConsumer(
-    createLocalStreamConsumer(ctx, { url: stream.url, ...FAST_BACKOFF }),
-  );
-  await waitFor(() => local.status().cursor === 60);
-  assert.equal(ctx.db.prepare("SELECT count(*) AS n FROM posts").get()?.n, 60);
-  for (const did of authors) {
-    assert.equal(
-      ctx.db.prepare("SELECT post_count FROM profiles WHERE did = ?").get(did)?.post_count,
-      20,
-    );
-  }
-});
+    await waitFor(() => local.status().cursor === 60);
+    assert.deepEqual(await ctx.rows("SELECT count(*) AS n FROM posts"), [{ n: 60 }]);
+    for (const did of authors) {
+      assert.deepEqual(await ctx.rows("SELECT post_count FROM profiles WHERE did = ?", did), [{
+        post_count: 20,
+      }]);
+    }
+  },
+);
+
+endBackendTests();
