@@ -120,10 +120,17 @@ forEachBackend(
     try {
       const first = spawnConsumer(dir.path, pdsUrl, undefined, database);
       const firstLog = new Response(first.stderr).text();
+      // On PostgreSQL, the consumer locks held (`db/pg/lease.ts`).
+      const locks = async () =>
+        (await index.rows<{ n: number }>(
+          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ?",
+          PG_LOCK_CONSUMERS,
+        ))[0].n;
       const killedAt = await waitFor(async () => {
         const c = await cursor();
         return c !== null && c >= 100 ? c : null;
       }, { timeoutMs: 15_000, message: "first consumer progress" });
+      if (backend === "postgres") assert.equal(await locks(), 1);
       first.kill("SIGKILL");
       const status = await first.status;
       assert.equal(status.signal, "SIGKILL");
@@ -131,11 +138,9 @@ forEachBackend(
       if (backend === "postgres") {
         // The server finishes a commit the dead process had sent, then ends its session, which
         // releases its consumer lock: only then is the stored cursor final.
-        await waitFor(async () =>
-          (await index.rows<{ n: number }>(
-            "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ?",
-            PG_LOCK_CONSUMERS,
-          ))[0].n === 0, { message: "the killed process's session ended" });
+        await waitFor(async () => await locks() === 0, {
+          message: "the killed process's session ended",
+        });
       }
       const afterKill = (await cursor())!;
       assert.ok(afterKill >= killedAt && afterKill < TOTAL, `killed at ${afterKill} of ${TOTAL}`);
