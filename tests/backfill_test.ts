@@ -202,19 +202,16 @@ forEachBackend(
     assert.match(stdout, /^Backfill done in [\d.]+ s: 3 repositories applied \(18 records, /m);
 
     await using r = await openIndexContext(rebuilt);
-    // In the form both backends share: on PostgreSQL the rebuilt rows equal the SQLite index's.
-    const want = await dumpIndex(w, { ...COMPARED, portable: true });
-    const got = await r.dump({ ...COMPARED, portable: true });
+    // On PostgreSQL the rebuilt rows equal the SQLite index's in the form both backends share
+    // (without SQLite's full-text table, which the SQLite rebuild is compared on too).
+    const form = { ...COMPARED, portable: backend !== "sqlite" };
+    const want = await dumpIndex(w, form);
+    const got = await r.dump(form);
     for (const table of Object.keys(want)) {
       assert.deepEqual(got[table], want[table], `table ${table}`);
     }
     assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort());
     assert.equal(want.posts.length, 10);
-    // SQLite's full-text index is a table of its own (left out of that form): the same posts.
-    if (backend === "sqlite") {
-      const fts = "SELECT count(*) AS n FROM posts_fts";
-      assert.equal(await count(r.store, fts), await count(w, fts));
-    }
     // Old content sorts at its own time: a backfilled record is indexed at its createdAt.
     assert.equal(
       await count(r.store, "SELECT count(*) AS n FROM posts WHERE indexed_at <> created_at"),
