@@ -9,6 +9,7 @@
  */
 
 import assert from "node:assert/strict";
+import { PG_LOCK_CONSUMERS } from "../appview/db/pg/lease.ts";
 import { openPgIndex, type PgSql } from "../appview/db/pg/open.ts";
 import {
   type Dump,
@@ -170,6 +171,14 @@ function cursorReaches(sql: PgSql, seq: number, message: string): Promise<number
   }, { timeoutMs: 30_000, message });
 }
 
+/** How many sessions hold a consumer lock on the database of `sql` (`db/pg/lease.ts`). */
+async function consumerLocks(sql: PgSql): Promise<number> {
+  const [{ held }] = await sql`SELECT count(*)::integer AS held FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND classid::bigint = ${PG_LOCK_CONSUMERS}
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
+  return held as number;
+}
+
 /** Stream bookkeeping, and when rows were indexed or attempted: not the index's content. */
 const EXCLUDED = ["consumer_status", "schema_migrations", "backfill_queue", "backfill_status"];
 const OMITTED = ["indexed_at", "updated_at", "handle_attempted_at"];
@@ -228,12 +237,23 @@ pgTest(
       writing.catch(() => {});
       // Mid-stream: the members are still writing.
       const before = await cursorReaches(takeover, joined + 100, "the first consumer applies");
+      assert.ok(!second.lines.some((l) => /Consumer lock taken/.test(l)), "the second waited");
+      assert.equal(await consumerLocks(takeover), 1);
+      // The server finishes a commit the dead process had sent, then ends its session, which
+      // releases its lock (its writes all go out on that session, db/pg/lease.ts): only then is
+      // the stored cursor final. The second is paused across the kill (SIGSTOP), so that the
+      // cursor is read after the first's session ended and before the second can take the lock
+      // and write.
+      second.child.kill("SIGSTOP");
       first.child.kill("SIGKILL");
       assert.equal((await first.child.status).signal, "SIGKILL");
       await first.closed;
+      await waitFor(async () => await consumerLocks(takeover) === 0, {
+        message: "the killed process's session ended",
+      });
       const killedAt = (await cursorOf(takeover))!;
       assert.ok(killedAt >= before, `cursor ${killedAt} after the kill`);
-      assert.ok(!second.lines.some((l) => /Consumer lock taken/.test(l)), "the second waited");
+      second.child.kill("SIGCONT");
 
       const taken = JSON.parse(await second.line(/Consumer lock taken/));
       assert.equal(taken.consumer, "local");
