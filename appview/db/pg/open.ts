@@ -11,7 +11,11 @@
  *   needs `prepare: false`;
  * - `int8` values (`bigint` columns, `count(*)`) parsed as JavaScript numbers: every id, counter
  *   and cursor of the index stays below 2^53 (a larger one throws rather than lose digits);
- * - server notices dropped (migrations raise some), `application_name` `social-index`.
+ * - server notices dropped (migrations raise some), `application_name` `social-index`;
+ * - `jit` off: the index's statements are short, and PostgreSQL compiles any plan costed above
+ *   `jit_above_cost` (100,000 by default), which search's plans for a viewer are at 1M posts:
+ *   the compilation took 16-18 ms of a 20 ms statement whose execution took 3 ms (query bench,
+ *   2026-11-28). Without it search+viewer's p50 went from about 20 ms to about 5.
  *
  * @module
  */
@@ -83,7 +87,7 @@ export async function openPgIndex(url: string, opts: PgIndexOptions = {}): Promi
     ...(opts.ssl === undefined ? {} : { ssl: opts.ssl }),
     onclose: opts.onclose,
     onnotice: () => {},
-    connection: { application_name: opts.applicationName ?? APPLICATION_NAME },
+    connection: { application_name: opts.applicationName ?? APPLICATION_NAME, jit: "off" },
     types: {
       int8: {
         to: 20,

@@ -212,6 +212,21 @@ pgTest("version 11 fills the stored search vector of posts written at version 10
   }
 });
 
+pgTest("the index's connections run without JIT compilation", async () => {
+  const sql = await openPgIndex(await freshDatabase(), { max: 2 });
+  try {
+    // Both connections of the pool, not only the first.
+    const answers = await Promise.all([1, 2].map(() =>
+      sql`SELECT current_setting('jit') AS jit,
+      pg_backend_pid() AS pid, pg_sleep(0.05)`
+    ));
+    assert.deepEqual(answers.map(([r]) => r.jit), ["off", "off"]);
+    assert.notEqual(answers[0][0].pid, answers[1][0].pid);
+  } finally {
+    await sql.end();
+  }
+});
+
 pgTest("a database that does not exist is refused at open", async () => {
   const url = await freshDatabase();
   const wrong = url.replace(/\/[a-z_0-9]+$/, "/no_such_database");
