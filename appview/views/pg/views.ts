@@ -12,7 +12,7 @@ import { PgGraphView } from "./graph.ts";
 import { PgNotificationView } from "./notifications.ts";
 import { PgPostHydrator } from "./posts.ts";
 import { PgProfileView } from "./profile.ts";
-import type { PgClient } from "./query.ts";
+import type { PgSql } from "../../db/pg/open.ts";
 import { PgSafetyView } from "./safety.ts";
 import { PgSearchView } from "./search.ts";
 import { PgThreadView } from "./thread.ts";
@@ -35,7 +35,7 @@ export interface PgViews extends AsyncViews {
 }
 
 /** Every view over the pool (or connection) `sql`, which parses int8 as numbers (`query.ts`). */
-export function createPgViews(sql: PgClient): PgViews {
+export function createPgViews(sql: PgSql): PgViews {
   const posts = new PgPostHydrator(sql);
   return {
     posts,
