@@ -46,12 +46,32 @@ export function serveOnPort0(handler: Deno.ServeHandler): TestServer {
   return { url: `http://127.0.0.1:${port}`, port, close, [Symbol.asyncDispose]: close };
 }
 
-/** Returns a port that was free a moment ago on 127.0.0.1 (bound once, then released). */
+/** Ports {@link freePort} picks from: below Linux's ephemeral range (32768-60999 by default). */
+const FREE_PORT_RANGE = { low: 20_000, high: 32_768 } as const;
+const handedOut = new Set<number>();
+
+/**
+ * Returns a port that was free a moment ago on 127.0.0.1 (bound once, then released), never the
+ * same one twice in a process. It is picked below the kernel's ephemeral range: a port the kernel
+ * handed out (`port: 0`) could be taken again, before the server binds it, as the local port of
+ * an outgoing connection, which the PostgreSQL tests open by the hundred (a CI run failed so:
+ * `AddrInUse` on the index's port).
+ */
 export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
+  for (let attempt = 0; attempt < 1_000; attempt++) {
+    const span = FREE_PORT_RANGE.high - FREE_PORT_RANGE.low;
+    const port = FREE_PORT_RANGE.low + Math.floor(Math.random() * span);
+    if (handedOut.has(port)) continue;
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+    } catch (e) {
+      if (e instanceof Deno.errors.AddrInUse) continue;
+      throw e;
+    }
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`No free port between ${FREE_PORT_RANGE.low} and ${FREE_PORT_RANGE.high}`);
 }
 
 /**
