@@ -10,10 +10,25 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { LoginRequiredError, XrpcClientError } from "../shared/client.ts";
 import { useApp } from "./state.ts";
 
-/** A message for a failed request, fit to show a member (rendered as text). */
+/** "in 30 minutes": how long `seconds` is, rounded up, as a member reads it. */
+export function waitText(seconds: number): string {
+  if (seconds < 60) return `in ${seconds} ${seconds === 1 ? "second" : "seconds"}`;
+  const minutes = Math.ceil(seconds / 60);
+  if (minutes < 60) return `in ${minutes} ${minutes === 1 ? "minute" : "minutes"}`;
+  const hours = Math.ceil(minutes / 60);
+  return `in ${hours} ${hours === 1 ? "hour" : "hours"}`;
+}
+
+/**
+ * A message for a failed request, fit to show a member (rendered as text). A 429 says when to try
+ * again from the server's `Retry-After` (both servers expose it to the web app's origin).
+ */
 export function errorText(err: unknown): string {
   if (err instanceof XrpcClientError) {
-    if (err.status === 429) return "Too many attempts: wait a little and try again.";
+    if (err.status === 429) {
+      const when = err.retryAfter === undefined ? "in a little while" : waitText(err.retryAfter);
+      return `Too many attempts: try again ${when}.`;
+    }
     if (err.status >= 500) return `The server had a problem (${err.error}). Try again shortly.`;
     return err.message || err.error;
   }

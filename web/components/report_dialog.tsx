@@ -12,7 +12,7 @@ import type { JSX } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { type ReportReasonType, type StrongRef, XrpcClientError } from "../../shared/client.ts";
 import { countGraphemes } from "../../shared/graphemes.ts";
-import { errorText, useSessionGuard } from "../hooks.ts";
+import { errorText, useSessionGuard, waitText } from "../hooks.ts";
 import { useApp } from "../state.ts";
 
 /** Longest report text the account host takes, as the lexicon says (`pds/moderation/reports.ts`). */
@@ -55,15 +55,6 @@ export const REPORT_REASONS: readonly { type: ReportReasonType; label: string; h
 
 /** Shown once the account host stored the report. */
 export const REPORT_SENT = "Thanks, the server's operator will look at it.";
-
-/** "in 30 minutes": how long `seconds` is, rounded up, as a member reads it. */
-export function waitText(seconds: number): string {
-  if (seconds < 60) return `in ${seconds} ${seconds === 1 ? "second" : "seconds"}`;
-  const minutes = Math.ceil(seconds / 60);
-  if (minutes < 60) return `in ${minutes} ${minutes === 1 ? "minute" : "minutes"}`;
-  const hours = Math.ceil(minutes / 60);
-  return `in ${hours} ${hours === 1 ? "hour" : "hours"}`;
-}
 
 /** A failed report as the member reads it: the server's message, or when to try again. */
 export function reportErrorText(err: unknown): string {
