@@ -180,9 +180,8 @@ export function backfillStatusOf(r: Record<string, unknown>): BackfillStatus {
 export function recordBackfillOutcome(
   db: DatabaseSync,
   name: string,
-  outcome: { did: string; at: string } & ({ records: number } | { error: string }),
+  outcome: BackfillOutcome,
 ): void {
-  const ok = "records" in outcome;
   db.prepare(
     `INSERT INTO backfill_status (name, done, failed, records, last_did, last_error,
        last_done_at, updated_at)
@@ -193,7 +192,25 @@ export function recordBackfillOutcome(
        last_error = CASE WHEN excluded.failed > 0 THEN excluded.last_error ELSE last_error END,
        last_done_at = coalesce(excluded.last_done_at, last_done_at),
        updated_at = excluded.updated_at`,
-  ).run(
+  ).run(...backfillOutcomeParams(name, outcome));
+}
+
+/** What a backfill ended with: its records, or its error. */
+export type BackfillOutcome =
+  & { did: string; at: string }
+  & ({ records: number } | { error: string });
+
+/**
+ * The parameters of the `backfill_status` outcome upsert, in order (`name, done, failed, records,
+ * last_did, last_error, last_done_at, updated_at`), on either backend: an error is kept to its
+ * first 500 characters.
+ */
+export function backfillOutcomeParams(
+  name: string,
+  outcome: BackfillOutcome,
+): (string | number | null)[] {
+  const ok = "records" in outcome;
+  return [
     name,
     ok ? 1 : 0,
     ok ? 0 : 1,
@@ -202,7 +219,7 @@ export function recordBackfillOutcome(
     ok ? null : outcome.error.slice(0, 500),
     ok ? outcome.at : null,
     outcome.at,
-  );
+  ];
 }
 
 /** Records that the account host's head (`head`) was found behind the stored cursor. */

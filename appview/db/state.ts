@@ -85,7 +85,16 @@ export function writeConsumerStatus(db: DatabaseSync, status: ConsumerStatus): v
        updated_at = excluded.updated_at,
        down_since = CASE WHEN excluded.down_since IS NULL THEN NULL
          ELSE coalesce(consumer_status.down_since, excluded.down_since) END`,
-  ).run(
+  ).run(...consumerStatusParams(status));
+}
+
+/**
+ * The parameters of a `consumer_status` upsert, in column order (`name, state, cursor,
+ * last_event_at, last_error, updated_at, down_since`), on either backend: `down_since` is the
+ * write's time in a down state, else null (the statements keep the first one).
+ */
+export function consumerStatusParams(status: ConsumerStatus): (string | number | null)[] {
+  return [
     status.name,
     status.state,
     status.cursor,
@@ -93,7 +102,7 @@ export function writeConsumerStatus(db: DatabaseSync, status: ConsumerStatus): v
     status.lastError,
     status.updatedAt,
     DOWN_STATES.has(status.state) ? status.updatedAt : null,
-  );
+  ];
 }
 
 /**

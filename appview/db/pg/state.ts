@@ -20,6 +20,8 @@
  */
 
 import {
+  type BackfillOutcome,
+  backfillOutcomeParams,
   type BackfillReason,
   type BackfillStatus,
   backfillStatusOf,
@@ -27,7 +29,7 @@ import {
   type QueuedRepo,
 } from "../backfill_state.ts";
 import type { DueAuthor } from "../placeholder_handles.ts";
-import { type ConsumerState, type ConsumerStatus, consumerStatusOf } from "../state.ts";
+import { type ConsumerStatus, consumerStatusOf, consumerStatusParams } from "../state.ts";
 import type { AsyncMethods, StateStore } from "../store.ts";
 import { execute, type PgClient, queryRow, queryRows } from "../../views/pg/query.ts";
 import { PG_LOCK_INDEX_WRITE, PG_LOCK_NAMESPACE, PG_PLACEHOLDER_HANDLE_SQL } from "./schema.ts";
@@ -59,8 +61,6 @@ export interface PgPool extends PgClient {
 /** Takes the index write lock of the transaction `sql` (as every writer of the index). */
 export const WRITE_LOCK_SQL =
   `SELECT pg_advisory_xact_lock(${PG_LOCK_NAMESPACE}, ${PG_LOCK_INDEX_WRITE})`;
-
-const DOWN_STATES: ReadonlySet<ConsumerState> = new Set(["connecting", "backoff"]);
 
 const UPSERT_STATUS = `INSERT INTO consumer_status
     (name, state, cursor, last_event_at, last_error, updated_at, down_since)
@@ -162,15 +162,7 @@ export class PgState implements StateStore {
 
   writeConsumerStatus(status: ConsumerStatus): Promise<void> {
     return this.#db.run(async (sql) => {
-      await execute(sql, UPSERT_STATUS, [
-        status.name,
-        status.state,
-        status.cursor,
-        status.lastEventAt,
-        status.lastError,
-        status.updatedAt,
-        DOWN_STATES.has(status.state) ? status.updatedAt : null,
-      ]);
+      await execute(sql, UPSERT_STATUS, consumerStatusParams(status));
     });
   }
 
@@ -211,20 +203,10 @@ export class PgState implements StateStore {
 
   recordBackfillOutcome(
     name: string,
-    outcome: { did: string; at: string } & ({ records: number } | { error: string }),
+    outcome: BackfillOutcome,
   ): Promise<void> {
-    const ok = "records" in outcome;
     return this.#db.run(async (sql) => {
-      await execute(sql, RECORD_OUTCOME, [
-        name,
-        ok ? 1 : 0,
-        ok ? 0 : 1,
-        ok ? outcome.records : 0,
-        outcome.did,
-        ok ? null : outcome.error.slice(0, 500),
-        ok ? outcome.at : null,
-        outcome.at,
-      ]);
+      await execute(sql, RECORD_OUTCOME, backfillOutcomeParams(name, outcome));
     });
   }
 
