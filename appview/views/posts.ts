@@ -30,15 +30,7 @@ export class PostHydrator {
   byIds(ids: readonly number[]): PostRow[] {
     if (ids.length === 0) return [];
     const rows = this.#byIds.all(JSON.stringify(ids)) as unknown as PostRow[];
-    if (rows.length <= 1) return rows;
-    const byId = new Map<number, PostRow>();
-    for (const row of rows) byId.set(row.id, row);
-    const out: PostRow[] = [];
-    for (const id of ids) {
-      const row = byId.get(id);
-      if (row !== undefined) out.push(row);
-    }
-    return out;
+    return rows.length <= 1 ? rows : inIdOrder(ids, rows);
   }
 
   /** The row of the post `uri`, or null when it is not indexed. */
@@ -47,4 +39,16 @@ export class PostHydrator {
     if (key === null) return null;
     return (this.#byKey.get(key.did, key.rkey) as PostRow | undefined) ?? null;
   }
+}
+
+/** `rows` in the order of `ids` (a row per id at most; ids without a row left out). */
+export function inIdOrder(ids: readonly number[], rows: readonly PostRow[]): PostRow[] {
+  const byId = new Map<number, PostRow>();
+  for (const row of rows) byId.set(row.id, row);
+  const out: PostRow[] = [];
+  for (const id of ids) {
+    const row = byId.get(id);
+    if (row !== undefined) out.push(row);
+  }
+  return out;
 }

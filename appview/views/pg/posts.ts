@@ -7,6 +7,7 @@
 
 import { actorIdSql } from "../../db/schema.ts";
 import { postKeyOf } from "../../db/post_key.ts";
+import { inIdOrder } from "../posts.ts";
 import { POST_COLUMNS, type PostRow } from "../present.ts";
 import { type PgClient, qualify, queryRow, queryRows } from "./query.ts";
 
@@ -27,15 +28,7 @@ export class PgPostHydrator {
   /** The rows of `ids`, in the order of `ids`; ids no longer indexed are left out. */
   async byIds(ids: readonly number[]): Promise<PostRow[]> {
     if (ids.length === 0) return [];
-    const rows = await queryRows<PostRow>(this.#sql, BY_IDS, [ids]);
-    const byId = new Map<number, PostRow>();
-    for (const row of rows) byId.set(row.id, row);
-    const out: PostRow[] = [];
-    for (const id of ids) {
-      const row = byId.get(id);
-      if (row !== undefined) out.push(row);
-    }
-    return out;
+    return inIdOrder(ids, await queryRows<PostRow>(this.#sql, BY_IDS, [ids]));
   }
 
   /** The row of the post `uri`, or null when it is not indexed. */
