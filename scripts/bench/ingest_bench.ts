@@ -98,6 +98,56 @@ export function generateOps(total: number): IndexOp[] {
   return ops;
 }
 
+/** What {@link timedIngest} measured. */
+export interface IngestTiming {
+  start: number;
+  end: number;
+  /** CPU of this process over the run. */
+  cpu: NodeJS.CpuUsage;
+  /** Ops a second over the whole run. */
+  overall: number;
+  /** Ops a second after the first chunk boundary at or past the middle (all when one chunk). */
+  secondHalf: number;
+  /** How many ops that second part holds. */
+  secondHalfOps: number;
+}
+
+/**
+ * Applies `ops` through `writer` in calls of {@link CHUNK} ops, as a stream consumer hands them
+ * over, then `flush` (what makes the work durable in the database files), all inside the timed
+ * window. Shared by the SQLite and the PostgreSQL ingest benches.
+ */
+export async function timedIngest(
+  writer: { applyOps(ops: IndexOp[]): Promise<unknown> },
+  ops: IndexOp[],
+  flush: () => unknown,
+): Promise<IngestTiming> {
+  const cpuStart = process.cpuUsage();
+  const start = performance.now();
+  let halfway = start;
+  let halfwayOps = 0;
+  for (let i = 0; i < ops.length; i += CHUNK) {
+    await writer.applyOps(ops.slice(i, i + CHUNK));
+    const done = Math.min(ops.length, i + CHUNK);
+    if (halfwayOps === 0 && done >= ops.length / 2 && done < ops.length) {
+      halfway = performance.now();
+      halfwayOps = done;
+    }
+  }
+  await flush();
+  const end = performance.now();
+  const cpu = process.cpuUsage(cpuStart);
+  const overall = ops.length / ((end - start) / 1000);
+  return {
+    start,
+    end,
+    cpu,
+    overall,
+    secondHalf: halfwayOps === 0 ? overall : (ops.length - halfwayOps) / ((end - halfway) / 1000),
+    secondHalfOps: ops.length - halfwayOps,
+  };
+}
+
 /** Runs the ingest benchmark and returns its figures. */
 export async function benchIngest(): Promise<BenchResult[]> {
   const ops = generateOps(TOTAL_OPS);
@@ -109,23 +159,13 @@ export async function benchIngest(): Promise<BenchResult[]> {
     if (!checkpointer.start()) throw new Error("The checkpoint worker did not start");
     // Default batch size, as the server's writer.
     const writer = openSqliteIndexStore(db, { log: silentLogger }).writer;
-    const cpuStart = process.cpuUsage();
-    const start = performance.now();
-    let halfway = start;
-    let halfwayOps = 0;
-    for (let i = 0; i < ops.length; i += CHUNK) {
-      await writer.applyOps(ops.slice(i, i + CHUNK));
-      const done = Math.min(ops.length, i + CHUNK);
-      if (halfwayOps === 0 && done >= ops.length / 2 && done < ops.length) {
-        halfway = performance.now();
-        halfwayOps = done;
-      }
-    }
     // Sustained means durable in the database file: what is left in the WAL is copied back
     // inside the timed window.
-    db.exec("PRAGMA wal_checkpoint(PASSIVE)");
-    const end = performance.now();
-    const cpu = process.cpuUsage(cpuStart);
+    const { start, end, cpu, overall, secondHalf, secondHalfOps } = await timedIngest(
+      writer,
+      ops,
+      () => db.exec("PRAGMA wal_checkpoint(PASSIVE)"),
+    );
     const stats = writer.stats();
     if (stats.skipped !== 0) throw new Error(`Benchmark ops were skipped: ${stats.skipped}`);
     const notifications = db.prepare("SELECT count(*) AS n FROM notifications").get()?.n;
@@ -136,16 +176,11 @@ export async function benchIngest(): Promise<BenchResult[]> {
           (cpu.system / 1e6).toFixed(2)
         } s system)`,
     );
-    const overall = ops.length / ((end - start) / 1000);
-    // The ops after the first chunk boundary at or past the middle (none when one chunk).
-    const secondHalf = halfwayOps === 0
-      ? overall
-      : (ops.length - halfwayOps) / ((end - halfway) / 1000);
     const perCpuSecond = ops.length / ((cpu.user + cpu.system) / 1e6);
     return [
       ingestBudgetRow(`index ingest (applyOps, realistic mix, ${ops.length / 1000}k ops)`, overall),
       ingestBudgetRow(
-        `index ingest, second ${(ops.length - halfwayOps) / 1000}k ops (sustained)`,
+        `index ingest, second ${secondHalfOps / 1000}k ops (sustained)`,
         secondHalf,
       ),
       // Informational: throughput per CPU-second of this process, which stays meaningful

@@ -13,17 +13,13 @@
  * Run alone: `deno task bench pg-ingest`; alternate with `deno task bench ingest` to compare.
  */
 
-import process from "node:process";
 import { POSTGRES_SKIP_MESSAGE, startPostgres } from "../../runtime/_postgres.ts";
 import { openPgIndex } from "../../appview/db/pg/open.ts";
 import { PgIndexWriter } from "../../appview/ingest/pg/pg_writer.ts";
-import { MAX_BATCH_OPS } from "../../appview/ingest/sources/stream_queue.ts";
-import { generateOps } from "./ingest_bench.ts";
+import { generateOps, timedIngest } from "./ingest_bench.ts";
 import { type BenchResult, informationalRow } from "./_types.ts";
 
 const TOTAL_OPS = Number(Deno.env.get("INGEST_BENCH_OPS") ?? 200_000);
-/** Ops per applyOps call, as `ingest_bench.ts`. */
-const CHUNK = MAX_BATCH_OPS;
 /** The PostgreSQL ingest budget (issue 40), in ops a second. */
 export const PG_INGEST_BUDGET_OPS_PER_SECOND = 10_000;
 
@@ -61,22 +57,15 @@ export async function benchPgIngest(): Promise<BenchResult[]> {
     try {
       await sql`CHECKPOINT`;
       const writer = new PgIndexWriter(sql, { fastPath }); // default batch size
-      const cpuStart = process.cpuUsage();
-      const start = performance.now();
-      let halfway = start;
-      let halfwayOps = 0;
-      for (let i = 0; i < ops.length; i += CHUNK) {
-        await writer.applyOps(ops.slice(i, i + CHUNK));
-        const done = Math.min(ops.length, i + CHUNK);
-        if (halfwayOps === 0 && done >= ops.length / 2 && done < ops.length) {
-          halfway = performance.now();
-          halfwayOps = done;
-        }
-      }
-      const checkpointStart = performance.now();
-      await sql`CHECKPOINT`;
-      const end = performance.now();
-      const cpu = process.cpuUsage(cpuStart);
+      let checkpointStart = 0;
+      const { start, end, cpu, overall, secondHalf, secondHalfOps } = await timedIngest(
+        writer,
+        ops,
+        async () => {
+          checkpointStart = performance.now();
+          await sql`CHECKPOINT`;
+        },
+      );
       const stats = writer.stats();
       if (stats.skipped !== 0) throw new Error(`Benchmark ops were skipped: ${stats.skipped}`);
       const [{ n }] = await sql`SELECT count(*) AS n FROM notifications`;
@@ -86,17 +75,13 @@ export async function benchPgIngest(): Promise<BenchResult[]> {
           `final CHECKPOINT ${((end - checkpointStart) / 1000).toFixed(2)} s, ` +
           `${((cpu.user + cpu.system) / 1e6).toFixed(2)} s CPU in this process`,
       );
-      const overall = ops.length / ((end - start) / 1000);
-      const secondHalf = halfwayOps === 0
-        ? overall
-        : (ops.length - halfwayOps) / ((end - halfway) / 1000);
       return [
         budgetRow(
           `index ingest on PostgreSQL (applyOps, realistic mix, ${ops.length / 1000}k ops)`,
           overall,
         ),
         budgetRow(
-          `index ingest on PostgreSQL, second ${(ops.length - halfwayOps) / 1000}k ops (sustained)`,
+          `index ingest on PostgreSQL, second ${secondHalfOps / 1000}k ops (sustained)`,
           secondHalf,
         ),
         informationalRow(
