@@ -35,6 +35,7 @@ import {
   cachedDataSet,
   INGEST_OPS_PER_SECOND,
   type IngestHandle,
+  ingestWorkerHandle,
   measureQueries,
   rng,
   seedSafety,
@@ -166,18 +167,7 @@ async function startPgIngest(
     };
     worker.postMessage({ url, opsPerSecond: INGEST_OPS_PER_SECOND });
   });
-  return {
-    stop() {
-      return new Promise((resolve, reject) => {
-        worker.onmessage = (e) => {
-          worker.terminate();
-          if (e.data.error !== undefined) reject(new Error(e.data.error));
-          else resolve(e.data);
-        };
-        worker.postMessage({ stop: true });
-      });
-    },
-  };
+  return ingestWorkerHandle(worker);
 }
 
 /** Runs the benchmark and returns its rows (none when PostgreSQL is not installed). */

@@ -398,6 +398,14 @@ function startIngest(path: string): IngestHandle {
     type: "module",
   });
   worker.postMessage({ path, opsPerSecond: INGEST_OPS_PER_SECOND });
+  return ingestWorkerHandle(worker);
+}
+
+/**
+ * The handle of a background ingest worker: `stop()` asks it to stop and resolves to the ops it
+ * applied and the seconds elapsed (or rejects with its error), then ends the worker.
+ */
+export function ingestWorkerHandle(worker: Worker): IngestHandle {
   return {
     stop() {
       return new Promise((resolve, reject) => {
